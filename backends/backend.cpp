@@ -1,0 +1,26 @@
+// Default implementations of the optional backend slots.
+#include "backends/backend.h"
+
+#include "core/support/error.h"
+
+namespace kiln {
+
+const char* backend_kind_name(BackendKind kind) {
+  switch (kind) {
+    case BackendKind::Cpu: return "cpu";
+    case BackendKind::Null: return "null";
+    case BackendKind::Vulkan: return "vulkan";
+    case BackendKind::Cuda: return "cuda";
+  }
+  return "?";
+}
+
+std::unique_ptr<Program> Backend::compile(const ProgramSource& source) {
+  throw Error("compiling " + source.language + " programs is not supported by backend " + name());
+}
+
+std::unique_ptr<Stream> Backend::create_stream() {
+  throw Error("streams are not supported by backend " + name());
+}
+
+}  // namespace kiln

@@ -1,0 +1,146 @@
+// The backend interface, small and layered: a Backend is one device (name, capabilities,
+// supports()), owns buffers (alloc, upload, download), runs single ops for eager mode, and
+// optionally compiles programs and runs them on streams (record/replay, timestamps).
+// Optional slots throw kiln::Error("... not supported by backend X") by default.
+#pragma once
+
+#include <array>
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <span>
+#include <string>
+#include <vector>
+
+#include "core/ir/attr.h"
+#include "core/ir/op.h"
+#include "core/ir/shape.h"
+
+namespace kiln {
+
+enum class BackendKind { Cpu, Null, Vulkan, Cuda };
+const char* backend_kind_name(BackendKind kind);  // "cpu", "null", "vulkan", "cuda"
+
+struct DeviceCaps {
+  bool f16 = false;
+  bool f64 = false;
+  bool int64 = false;
+  bool subgroups = false;
+  uint32_t subgroup_size = 1;
+  size_t shared_memory_bytes = 0;
+  size_t max_buffer_bytes = SIZE_MAX;
+  size_t memory_bytes = 0;
+  std::array<uint32_t, 3> max_workgroup_size{1, 1, 1};
+  uint32_t max_workgroup_invocations = 1;
+  bool timestamps = false;
+  bool is_cpu = false;  // runs on the host CPU (the reference, or a software GPU like lavapipe)
+};
+
+// A device allocation. Backends subclass it; its memory is freed by the destructor.
+class Buffer {
+ public:
+  explicit Buffer(size_t bytes) : bytes_(bytes) {}
+  virtual ~Buffer() = default;
+  Buffer(const Buffer&) = delete;
+  Buffer& operator=(const Buffer&) = delete;
+  size_t bytes() const { return bytes_; }
+
+ private:
+  size_t bytes_;
+};
+
+// A buffer with its tensor type: what ops read and write.
+struct BufferView {
+  Buffer* buffer = nullptr;
+  DType dtype = DType::F32;
+  std::vector<int64_t> dims;
+};
+
+// One eager op: kind, complete attributes, input and output buffers (outputs already allocated).
+struct OpRun {
+  OpKind kind;
+  const AttrMap& attrs;
+  std::span<const BufferView> inputs;
+  std::span<const BufferView> outputs;
+};
+
+struct ProgramSource {
+  std::string name;
+  std::string language;  // "glsl", "cuda"
+  std::string text;
+};
+
+class Program {
+ public:
+  virtual ~Program() = default;
+};
+
+struct Launch {
+  const Program* program = nullptr;
+  std::vector<Buffer*> buffers;
+  std::vector<uint8_t> push_constants;
+  std::array<uint32_t, 3> groups{1, 1, 1};
+};
+
+struct KernelTiming {
+  std::string name;
+  double microseconds = 0;
+};
+
+// An ordered queue of launches; can record a sequence once and replay it.
+class Stream {
+ public:
+  virtual ~Stream() = default;
+  virtual void launch(const Launch& launch) = 0;
+  virtual void begin_recording() = 0;
+  virtual void end_recording() = 0;
+  virtual void replay() = 0;
+  virtual void sync() = 0;
+  virtual std::vector<KernelTiming> timings() { return {}; }
+};
+
+class Backend {
+ public:
+  virtual ~Backend() = default;
+
+  virtual BackendKind kind() const = 0;
+  virtual int index() const { return 0; }
+  virtual std::string name() const = 0;  // human-readable device name
+  virtual DeviceCaps caps() const = 0;
+  virtual bool supports(OpKind kind, DType dtype) const = 0;
+
+  virtual std::unique_ptr<Buffer> alloc(size_t bytes) = 0;
+  virtual void upload(Buffer& dst, const void* src, size_t bytes, size_t offset = 0) = 0;
+  virtual void download(const Buffer& src, void* dst, size_t bytes, size_t offset = 0) = 0;
+
+  // Eager mode: runs one op now (or queued in order; download waits for it).
+  virtual void execute(const OpRun& run) = 0;
+
+  // Optional: code generation backends.
+  virtual std::unique_ptr<Program> compile(const ProgramSource& source);
+  virtual std::unique_ptr<Stream> create_stream();
+};
+
+// The registry of devices this build can reach.
+struct DeviceEntry {
+  BackendKind kind;
+  int index;
+  std::string name;
+  DeviceCaps caps;
+};
+
+// Every usable device, best first: discrete GPUs, then CUDA, then software GPUs, then cpu.
+std::vector<DeviceEntry> available_devices();
+// The backend object for a device, created on first use and kept for the process. Throws
+// kiln::Error saying why when the device is not available.
+Backend& backend_for(BackendKind kind, int index);
+
+// Backends register a factory at startup (see backends/registry.cpp for the list).
+struct BackendFactory {
+  BackendKind kind;
+  // Devices this backend can open; empty when none (the reason goes to `why_not`).
+  std::vector<DeviceEntry> (*enumerate)(std::string* why_not);
+  std::unique_ptr<Backend> (*open)(int index);
+};
+
+}  // namespace kiln

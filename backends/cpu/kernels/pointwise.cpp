@@ -1,0 +1,293 @@
+// Reference kernels for the pointwise ops. Mixed-dtype binaries first convert their operands to
+// the promoted dtype; 16-bit floats compute in float.
+#include <array>
+#include <cmath>
+#include <cstring>
+#include <limits>
+#include <type_traits>
+
+#include "backends/cpu/cpu_kernel.h"
+#include "backends/cpu/parallel.h"
+#include "core/support/error.h"
+
+namespace kiln::cpu {
+namespace {
+
+constexpr int64_t kGrain = 1 << 14;
+
+// Element loop over `out` with each input's broadcast offset.
+template <size_t N, class F>
+void for_each_broadcast(const std::vector<int64_t>& out_dims,
+                        const std::array<const std::vector<int64_t>*, N>& in_dims, int64_t n, F f) {
+  bool same = true;
+  for (auto* d : in_dims) same = same && *d == out_dims;
+  if (same) {
+    parallel_for(n, kGrain, [&](int64_t b, int64_t e) {
+      std::array<int64_t, N> off;
+      for (int64_t i = b; i < e; ++i) {
+        off.fill(i);
+        f(i, off);
+      }
+    });
+    return;
+  }
+  parallel_for(n, kGrain, [&](int64_t b, int64_t e) {
+    std::vector<BroadcastIndex> idx;
+    for (auto* d : in_dims) idx.emplace_back(*d, out_dims);
+    for (auto& x : idx) x.seek(b);
+    std::array<int64_t, N> off;
+    for (int64_t i = b; i < e; ++i) {
+      for (size_t k = 0; k < N; ++k) off[k] = idx[k].offset();
+      f(i, off);
+      for (auto& x : idx) x.next();
+    }
+  });
+}
+
+// Holds a converted copy of an operand when its dtype differs from the compute dtype.
+struct Operand {
+  std::vector<uint8_t> storage;
+  const void* data;
+  Operand(const HostTensor& t, DType want) : data(t.data) {
+    if (t.dtype != want) {
+      storage.resize(size_t(t.numel()) * dtype_size(want));
+      convert_elements(t.data, t.dtype, storage.data(), want, size_t(t.numel()));
+      data = storage.data();
+    }
+  }
+};
+
+template <class C>
+C gelu_value(C x, bool tanh_form) {
+  if (tanh_form) {
+    const C k = C(0.7978845608028654);  // sqrt(2/pi)
+    return C(0.5) * x * (C(1) + std::tanh(k * (x + C(0.044715) * x * x * x)));
+  }
+  return C(0.5) * x * (C(1) + std::erf(x * C(0.7071067811865476)));
+}
+
+template <class T, class F>
+void map_unary(const KernelContext& ctx, F f) {
+  const T* in = ctx.inputs[0].as<T>();
+  T* out = ctx.outputs[0].as<T>();
+  parallel_for(ctx.inputs[0].numel(), kGrain, [&](int64_t b, int64_t e) {
+    for (int64_t i = b; i < e; ++i) out[i] = T(f(compute_t<T>(in[i])));
+  });
+}
+
+void unary_kernel(const KernelContext& ctx) {
+  const HostTensor& x = ctx.inputs[0];
+  if (ctx.kind == OpKind::Cast) {
+    convert_elements(x.data, x.dtype, ctx.outputs[0].data, ctx.outputs[0].dtype, size_t(x.numel()));
+    return;
+  }
+  if (ctx.kind == OpKind::LogicalNot) {
+    Operand in(x, DType::Bool);
+    const bool* a = static_cast<const bool*>(in.data);
+    bool* out = ctx.outputs[0].as<bool>();
+    for (int64_t i = 0; i < x.numel(); ++i) out[i] = !a[i];
+    return;
+  }
+  visit_dtype(x.dtype, [&]<class T>() {
+    using C = compute_t<T>;
+    constexpr bool is_float = std::is_floating_point_v<C>;
+    switch (ctx.kind) {
+      case OpKind::Neg: map_unary<T>(ctx, [](C v) { return C(-v); }); break;
+      case OpKind::Abs: map_unary<T>(ctx, [](C v) { return v < C(0) ? C(-v) : v; }); break;
+      case OpKind::Exp: map_unary<T>(ctx, [](C v) { return std::exp(v); }); break;
+      case OpKind::Log: map_unary<T>(ctx, [](C v) { return std::log(v); }); break;
+      case OpKind::Sqrt: map_unary<T>(ctx, [](C v) { return std::sqrt(v); }); break;
+      case OpKind::Rsqrt: map_unary<T>(ctx, [](C v) { return C(1) / std::sqrt(v); }); break;
+      case OpKind::Sin: map_unary<T>(ctx, [](C v) { return std::sin(v); }); break;
+      case OpKind::Cos: map_unary<T>(ctx, [](C v) { return std::cos(v); }); break;
+      case OpKind::Tanh: map_unary<T>(ctx, [](C v) { return std::tanh(v); }); break;
+      case OpKind::Sigmoid: map_unary<T>(ctx, [](C v) { return C(1) / (C(1) + std::exp(-v)); }); break;
+      case OpKind::Relu: map_unary<T>(ctx, [](C v) { return v > C(0) ? v : C(0); }); break;
+      case OpKind::Silu: map_unary<T>(ctx, [](C v) { return v / (C(1) + std::exp(-v)); }); break;
+      case OpKind::Erf: map_unary<T>(ctx, [](C v) { return std::erf(v); }); break;
+      case OpKind::Reciprocal: map_unary<T>(ctx, [](C v) { return C(1) / v; }); break;
+      case OpKind::Floor:
+        map_unary<T>(ctx, [](C v) { if constexpr (is_float) return std::floor(v); else return v; });
+        break;
+      case OpKind::Ceil:
+        map_unary<T>(ctx, [](C v) { if constexpr (is_float) return std::ceil(v); else return v; });
+        break;
+      case OpKind::Round:  // nearbyint rounds half to even in the default rounding mode
+        map_unary<T>(ctx, [](C v) { if constexpr (is_float) return std::nearbyint(v); else return v; });
+        break;
+      case OpKind::Sign:
+        map_unary<T>(ctx, [](C v) { return C((v > C(0)) - (v < C(0))); });
+        break;
+      case OpKind::LeakyRelu: {
+        C alpha = C(ctx.attrs.get_float("alpha"));
+        map_unary<T>(ctx, [alpha](C v) { return v >= C(0) ? v : C(alpha * v); });
+        break;
+      }
+      case OpKind::Elu: {
+        C alpha = C(ctx.attrs.get_float("alpha"));
+        map_unary<T>(ctx, [alpha](C v) { return v > C(0) ? v : C(alpha * (std::exp(v) - C(1))); });
+        break;
+      }
+      case OpKind::Gelu: {
+        bool tanh_form = ctx.attrs.get_string("approximate") == "tanh";
+        map_unary<T>(ctx, [tanh_form](C v) { return gelu_value(v, tanh_form); });
+        break;
+      }
+      case OpKind::Clip: {
+        double lo = ctx.attrs.get_float("min"), hi = ctx.attrs.get_float("max");
+        map_unary<T>(ctx, [lo, hi](C v) {
+          if (std::isnan(double(v))) return v;
+          return double(v) < lo ? C(lo) : double(v) > hi ? C(hi) : v;
+        });
+        break;
+      }
+      default:
+        throw Error("pointwise: unexpected unary op " + std::string(op_name(ctx.kind)));
+    }
+  });
+}
+
+template <class C>
+C int_pow(C base, C exp) {
+  if (exp < C(0)) return base == C(1) ? C(1) : base == C(-1) ? (exp % C(2) ? C(-1) : C(1)) : C(0);
+  C result = 1;
+  while (exp > C(0)) {
+    if (exp % C(2)) result *= base;
+    base *= base;
+    exp /= C(2);
+  }
+  return result;
+}
+
+template <class C>
+C mod_value(C a, C b, bool c_fmod) {
+  C r;
+  if constexpr (std::is_floating_point_v<C>) r = std::fmod(a, b);
+  else r = a % b;
+  if (!c_fmod && r != C(0) && ((r < C(0)) != (b < C(0)))) r += b;
+  return r;
+}
+
+// out[i] = f(a, b) with broadcasting; R is the output storage type.
+template <class T, class R, class F>
+void map_binary(const KernelContext& ctx, const void* a, const void* b, F f) {
+  const T* pa = static_cast<const T*>(a);
+  const T* pb = static_cast<const T*>(b);
+  R* out = ctx.outputs[0].as<R>();
+  using C = compute_t<T>;
+  const auto& od = ctx.outputs[0].dims;
+  for_each_broadcast<2>(od, {&ctx.inputs[0].dims, &ctx.inputs[1].dims}, ctx.outputs[0].numel(),
+                        [&](int64_t i, const std::array<int64_t, 2>& o) {
+                          out[i] = R(f(C(pa[o[0]]), C(pb[o[1]])));
+                        });
+}
+
+void binary_kernel(const KernelContext& ctx) {
+  DType compute = promote_types(ctx.inputs[0].dtype, ctx.inputs[1].dtype);
+  Operand a(ctx.inputs[0], compute), b(ctx.inputs[1], compute);
+  visit_dtype(compute, [&]<class T>() {
+    using C = compute_t<T>;
+    constexpr bool is_float = std::is_floating_point_v<C>;
+    bool zero_division = false;
+    switch (ctx.kind) {
+      case OpKind::Add: map_binary<T, T>(ctx, a.data, b.data, [](C x, C y) { return x + y; }); break;
+      case OpKind::Sub: map_binary<T, T>(ctx, a.data, b.data, [](C x, C y) { return x - y; }); break;
+      case OpKind::Mul: map_binary<T, T>(ctx, a.data, b.data, [](C x, C y) { return x * y; }); break;
+      case OpKind::Div:
+        map_binary<T, T>(ctx, a.data, b.data, [&](C x, C y) {
+          if constexpr (!is_float) {
+            if (y == C(0)) {
+              zero_division = true;
+              return C(0);
+            }
+          }
+          return C(x / y);
+        });
+        break;
+      case OpKind::Pow:
+        map_binary<T, T>(ctx, a.data, b.data, [](C x, C y) {
+          if constexpr (is_float) return std::pow(x, y);
+          else return int_pow(x, y);
+        });
+        break;
+      case OpKind::Maximum:
+        map_binary<T, T>(ctx, a.data, b.data, [](C x, C y) {
+          if constexpr (is_float) if (std::isnan(x) || std::isnan(y)) return x + y;  // NaN wins
+          return x > y ? x : y;
+        });
+        break;
+      case OpKind::Minimum:
+        map_binary<T, T>(ctx, a.data, b.data, [](C x, C y) {
+          if constexpr (is_float) if (std::isnan(x) || std::isnan(y)) return x + y;
+          return x < y ? x : y;
+        });
+        break;
+      case OpKind::Mod: {
+        bool c_fmod = ctx.attrs.get_bool("fmod");
+        map_binary<T, T>(ctx, a.data, b.data, [&](C x, C y) {
+          if constexpr (!is_float) {
+            if (y == C(0)) {
+              zero_division = true;
+              return C(0);
+            }
+          }
+          return mod_value(x, y, c_fmod);
+        });
+        break;
+      }
+      case OpKind::Eq: map_binary<T, bool>(ctx, a.data, b.data, [](C x, C y) { return x == y; }); break;
+      case OpKind::Ne: map_binary<T, bool>(ctx, a.data, b.data, [](C x, C y) { return x != y; }); break;
+      case OpKind::Lt: map_binary<T, bool>(ctx, a.data, b.data, [](C x, C y) { return x < y; }); break;
+      case OpKind::Le: map_binary<T, bool>(ctx, a.data, b.data, [](C x, C y) { return x <= y; }); break;
+      case OpKind::Gt: map_binary<T, bool>(ctx, a.data, b.data, [](C x, C y) { return x > y; }); break;
+      case OpKind::Ge: map_binary<T, bool>(ctx, a.data, b.data, [](C x, C y) { return x >= y; }); break;
+      case OpKind::LogicalAnd:
+        map_binary<T, bool>(ctx, a.data, b.data, [](C x, C y) { return x != C(0) && y != C(0); });
+        break;
+      case OpKind::LogicalOr:
+        map_binary<T, bool>(ctx, a.data, b.data, [](C x, C y) { return x != C(0) || y != C(0); });
+        break;
+      case OpKind::LogicalXor:
+        map_binary<T, bool>(ctx, a.data, b.data, [](C x, C y) { return (x != C(0)) != (y != C(0)); });
+        break;
+      default:
+        throw Error("pointwise: unexpected binary op " + std::string(op_name(ctx.kind)));
+    }
+    if (zero_division) throw Error("integer division by zero");
+  });
+}
+
+void where_kernel(const KernelContext& ctx) {
+  DType dtype = ctx.outputs[0].dtype;
+  Operand a(ctx.inputs[1], dtype), b(ctx.inputs[2], dtype);
+  const bool* cond = ctx.inputs[0].as<bool>();
+  size_t size = dtype_size(dtype);
+  auto* out = static_cast<uint8_t*>(ctx.outputs[0].data);
+  auto* pa = static_cast<const uint8_t*>(a.data);
+  auto* pb = static_cast<const uint8_t*>(b.data);
+  for_each_broadcast<3>(ctx.outputs[0].dims,
+                        {&ctx.inputs[0].dims, &ctx.inputs[1].dims, &ctx.inputs[2].dims},
+                        ctx.outputs[0].numel(), [&](int64_t i, const std::array<int64_t, 3>& o) {
+                          const uint8_t* src = cond[o[0]] ? pa + o[1] * size : pb + o[2] * size;
+                          std::memcpy(out + i * size, src, size);
+                        });
+}
+
+}  // namespace
+
+void register_pointwise(KernelTable& t) {
+  for (size_t i = 0; i < kOpCount; ++i) {
+    const OpKind k = OpKind(i);
+    const OpDef* def = nullptr;
+    try {
+      def = &op_def(k);
+    } catch (const Error&) {
+      continue;
+    }
+    if (def->family == OpFamily::Unary) t.set(k, unary_kernel);
+    if (def->family == OpFamily::Binary && k != OpKind::Where) t.set(k, binary_kernel);
+  }
+  t.set(OpKind::Where, where_kernel);
+}
+
+}  // namespace kiln::cpu

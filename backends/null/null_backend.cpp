@@ -1,0 +1,58 @@
+// The null backend: allocates nothing and runs nothing, so planners and schedulers can be tested
+// on any machine. Buffers remember only their size; reads return zeros.
+#include <cstring>
+
+#include "backends/backend.h"
+#include "core/support/error.h"
+
+namespace kiln {
+namespace {
+
+class NullBuffer : public Buffer {
+ public:
+  using Buffer::Buffer;
+};
+
+class NullProgram : public Program {};
+
+class NullStream : public Stream {
+ public:
+  void launch(const Launch&) override {}
+  void begin_recording() override {}
+  void end_recording() override {}
+  void replay() override {}
+  void sync() override {}
+};
+
+class NullBackend : public Backend {
+ public:
+  BackendKind kind() const override { return BackendKind::Null; }
+  std::string name() const override { return "null (runs nothing)"; }
+  DeviceCaps caps() const override {
+    DeviceCaps c;
+    c.f16 = c.f64 = c.int64 = true;
+    return c;
+  }
+  bool supports(OpKind, DType) const override { return true; }
+  std::unique_ptr<Buffer> alloc(size_t bytes) override { return std::make_unique<NullBuffer>(bytes); }
+  void upload(Buffer&, const void*, size_t, size_t) override {}
+  void download(const Buffer&, void* dst, size_t bytes, size_t) override { std::memset(dst, 0, bytes); }
+  void execute(const OpRun&) override {}
+  std::unique_ptr<Program> compile(const ProgramSource&) override {
+    return std::make_unique<NullProgram>();
+  }
+  std::unique_ptr<Stream> create_stream() override { return std::make_unique<NullStream>(); }
+};
+
+}  // namespace
+
+BackendFactory null_backend_factory() {
+  return {BackendKind::Null,
+          [](std::string*) {
+            NullBackend b;
+            return std::vector<DeviceEntry>{{BackendKind::Null, 0, b.name(), b.caps()}};
+          },
+          [](int) -> std::unique_ptr<Backend> { return std::make_unique<NullBackend>(); }};
+}
+
+}  // namespace kiln

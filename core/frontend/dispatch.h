@@ -1,0 +1,26 @@
+// The one path every op function takes: check the call, then run it now on the inputs' device
+// (eager) or record it into the graph being traced. Either way the op's shape rule validates the
+// call first, so eager and compiled code reject the same mistakes with the same message.
+#pragma once
+
+#include <vector>
+
+#include "core/frontend/tensor.h"
+#include "core/ir/attr.h"
+#include "core/ir/op.h"
+
+namespace kiln {
+
+std::vector<Tensor> run_op(OpKind kind, const std::vector<Tensor>& inputs, const AttrMap& attrs,
+                           const Loc& loc);
+Tensor run_op1(OpKind kind, const std::vector<Tensor>& inputs, const AttrMap& attrs,
+               const Loc& loc);
+
+// The provenance an op called at `loc` records: that line plus the current module scope.
+Provenance provenance_at(const Loc& loc);
+
+// A 0-d tensor holding `value` for a scalar operand of `like`: same device; like's dtype unless
+// the scalar is fractional and like is integral (then f32, as PyTorch promotes).
+Tensor scalar_operand(double value, const Tensor& like, const Loc& loc);
+
+}  // namespace kiln

@@ -1,0 +1,93 @@
+// Tensor accessors, device transfer, host read-back and the arithmetic operators.
+#include "core/frontend/tensor.h"
+
+#include "core/frontend/dispatch.h"
+#include "core/ir/provenance.h"
+
+namespace kiln {
+
+TensorImpl& Tensor::impl() const {
+  if (!impl_) throw Error("use of an undefined (empty) Tensor");
+  return *impl_;
+}
+
+const TensorType& Tensor::type() const { return impl().type; }
+const Shape& Tensor::shape() const { return impl().type.shape; }
+DType Tensor::dtype() const { return impl().type.dtype; }
+Device Tensor::device() const { return impl().device; }
+std::vector<int64_t> Tensor::sizes() const { return static_dims(shape()); }
+
+int64_t Tensor::numel() const { return kiln::numel(shape()).hint(); }
+
+SymInt Tensor::shape(int64_t dim, Loc loc) const {
+  int64_t rank = this->dim();
+  int64_t d;
+  try {
+    d = normalize_axis(dim, rank, "shape(" + std::to_string(dim) + ")");
+  } catch (const Error& e) {
+    throw Error(std::string(e.what()) + " of " + type().str() + " at " + short_location(loc));
+  }
+  if (rank == 0) throw Error("shape(i) of a 0-d tensor at " + short_location(loc));
+  return shape()[size_t(d)].with_origin(loc);
+}
+
+void Tensor::read_into(void* dst, DType dst_dtype, const Loc& loc) const {
+  const TensorImpl& i = impl();
+  if (i.value)
+    throw Error("reading a traced tensor's data (to_vector/item) at " + short_location(loc) +
+                " needs a graph break, which is not supported by this trace");
+  size_t n = size_t(numel());
+  std::vector<uint8_t> bytes(n * dtype_size(i.type.dtype));
+  i.device.backend().download(*i.buffer, bytes.data(), bytes.size());
+  convert_elements(bytes.data(), i.type.dtype, dst, dst_dtype, n);
+}
+
+Tensor Tensor::to(Device device, Loc loc) const {
+  const TensorImpl& i = impl();
+  if (i.device == device) return *this;
+  if (i.value)
+    throw Error("moving a traced tensor to " + device.name() + " at " + short_location(loc) +
+                " is not supported inside a compiled function");
+  size_t bytes = size_t(numel()) * dtype_size(i.type.dtype);
+  std::vector<uint8_t> host(bytes);
+  if (bytes) i.device.backend().download(*i.buffer, host.data(), bytes);
+  auto impl = std::make_shared<TensorImpl>();
+  impl->type = i.type;
+  impl->device = device;
+  impl->buffer = device.backend().alloc(bytes);
+  if (bytes) device.backend().upload(*impl->buffer, host.data(), bytes);
+  return Tensor(std::move(impl));
+}
+
+Tensor Tensor::to(DType dtype, Loc loc) const {
+  if (dtype == this->dtype()) return *this;
+  return run_op1(OpKind::Cast, {*this}, {{"dtype", dtype}}, loc);
+}
+
+namespace {
+Tensor binary(OpKind kind, const Tensor& a, const Tensor& b, const Loc& loc) {
+  return run_op1(kind, {a, b}, {}, loc);
+}
+}  // namespace
+
+Tensor operator+(TensorArg a, TensorArg b) { return binary(OpKind::Add, a.tensor, b.tensor, a.loc); }
+Tensor operator-(TensorArg a, TensorArg b) { return binary(OpKind::Sub, a.tensor, b.tensor, a.loc); }
+Tensor operator*(TensorArg a, TensorArg b) { return binary(OpKind::Mul, a.tensor, b.tensor, a.loc); }
+Tensor operator/(TensorArg a, TensorArg b) { return binary(OpKind::Div, a.tensor, b.tensor, a.loc); }
+
+#define KILN_SCALAR_OPERATORS(sym, kind)                                          \
+  Tensor operator sym(TensorArg a, double b) {                                    \
+    return binary(kind, a.tensor, scalar_operand(b, a.tensor, a.loc), a.loc);     \
+  }                                                                               \
+  Tensor operator sym(double a, TensorArg b) {                                    \
+    return binary(kind, scalar_operand(a, b.tensor, b.loc), b.tensor, b.loc);     \
+  }
+KILN_SCALAR_OPERATORS(+, OpKind::Add)
+KILN_SCALAR_OPERATORS(-, OpKind::Sub)
+KILN_SCALAR_OPERATORS(*, OpKind::Mul)
+KILN_SCALAR_OPERATORS(/, OpKind::Div)
+#undef KILN_SCALAR_OPERATORS
+
+Tensor operator-(TensorArg a) { return run_op1(OpKind::Neg, {a.tensor}, {}, a.loc); }
+
+}  // namespace kiln

@@ -1,0 +1,119 @@
+// kiln::Tensor: a handle that either owns device memory (eager: each op runs at once) or names a
+// value in a graph being traced (compile). Both modes share every op function; see dispatch.h.
+#pragma once
+
+#include <cstdint>
+#include <initializer_list>
+#include <memory>
+#include <source_location>
+#include <type_traits>
+#include <vector>
+
+#include "backends/backend.h"
+#include "core/frontend/device.h"
+#include "core/ir/shape.h"
+#include "core/support/error.h"
+
+namespace kiln {
+
+struct Value;
+class Tracer;
+
+// A list of sizes that may hold symbolic dims: {2, -1}, {x.shape(0), 4}, or a std::vector.
+class Dims {
+ public:
+  Dims(std::initializer_list<SymInt> dims) : dims_(dims) {}
+  Dims(const std::vector<int64_t>& dims) : dims_(dims.begin(), dims.end()) {}  // NOLINT
+  Dims(const Shape& dims) : dims_(dims) {}                                     // NOLINT
+  const Shape& get() const { return dims_; }
+  std::vector<int64_t> values() const { return static_dims(dims_); }
+
+ private:
+  Shape dims_;
+};
+
+struct TensorImpl {
+  TensorType type;
+  Device device;
+  std::shared_ptr<Buffer> buffer;  // eager: device memory, shared with reshaped views
+  Value* value = nullptr;          // traced: the graph value this tensor stands for
+  Tracer* tracer = nullptr;
+};
+
+class Tensor {
+ public:
+  Tensor() = default;  // undefined: an absent optional input (conv2d's bias)
+  explicit Tensor(std::shared_ptr<TensorImpl> impl) : impl_(std::move(impl)) {}
+
+  bool defined() const { return impl_ != nullptr; }
+  bool is_traced() const { return impl_ && impl_->value != nullptr; }
+
+  const Shape& shape() const;
+  // One dim; while tracing a symbolic dim, comparing it records a guard at the caller's line.
+  SymInt shape(int64_t dim, Loc loc = Loc::current()) const;
+  std::vector<int64_t> sizes() const;  // static sizes; throws kiln::Error for symbolic dims
+  int64_t dim() const { return int64_t(shape().size()); }
+  int64_t numel() const;
+  DType dtype() const;
+  Device device() const;
+  const TensorType& type() const;
+
+  // A copy on another device (a no-op handle copy when already there).
+  Tensor to(Device device, Loc loc = Loc::current()) const;
+  // Element conversion (the cast op).
+  Tensor to(DType dtype, Loc loc = Loc::current()) const;
+
+  // Host copies of the data, converted to T. During tracing they break the graph.
+  template <class T>
+  std::vector<T> to_vector(Loc loc = Loc::current()) const {
+    const auto n = static_cast<size_t>(numel());
+    if constexpr (std::is_same_v<T, bool>) {  // vector<bool> is packed: read bytes, then unpack
+      std::vector<uint8_t> bytes(n);
+      if (n) read_into(bytes.data(), DType::Bool, loc);
+      return std::vector<bool>(bytes.begin(), bytes.end());
+    } else {
+      std::vector<T> out(n);
+      if (n) read_into(out.data(), dtype_of<T>::value, loc);
+      return out;
+    }
+  }
+  template <class T>
+  T item(Loc loc = Loc::current()) const {
+    if (numel() != 1)
+      throw Error("item() needs a tensor with one element, got " + type().str() + " at " +
+                  short_location(loc));
+    return to_vector<T>(loc)[0];
+  }
+
+  TensorImpl& impl() const;
+  const std::shared_ptr<TensorImpl>& impl_ptr() const { return impl_; }
+
+ private:
+  void read_into(void* dst, DType dst_dtype, const Loc& loc) const;
+
+  std::shared_ptr<TensorImpl> impl_;
+};
+
+// Operators capture the caller's line through these implicit conversions (operators cannot take
+// default arguments themselves).
+struct TensorArg {
+  TensorArg(const Tensor& t, Loc loc = Loc::current()) : tensor(t), loc(loc) {}  // NOLINT
+  const Tensor& tensor;
+  Loc loc;
+};
+
+Tensor operator+(TensorArg a, TensorArg b);
+Tensor operator-(TensorArg a, TensorArg b);
+Tensor operator*(TensorArg a, TensorArg b);
+Tensor operator/(TensorArg a, TensorArg b);
+Tensor operator+(TensorArg a, double b);
+Tensor operator-(TensorArg a, double b);
+Tensor operator*(TensorArg a, double b);
+Tensor operator/(TensorArg a, double b);
+Tensor operator+(double a, TensorArg b);
+Tensor operator-(double a, TensorArg b);
+Tensor operator*(double a, TensorArg b);
+Tensor operator/(double a, TensorArg b);
+Tensor operator-(TensorArg a);
+
+}  // namespace kiln

@@ -1,0 +1,99 @@
+// The op table: for every op, its name, attributes (types and defaults), input arity and the rule
+// that gives its output types (shape and dtype) from its inputs, rejecting bad input with a clear
+// error. Reference kernels live in backends/cpu, keyed by the same OpKind.
+#pragma once
+
+#include <functional>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "core/ir/attr.h"
+#include "core/ir/provenance.h"
+#include "core/ir/shape.h"
+
+namespace kiln {
+
+enum class OpKind : uint16_t {
+#define KILN_OP(e, name, family) e,
+#include "core/ir/op_list.def"
+#undef KILN_OP
+  Count_
+};
+inline constexpr size_t kOpCount = size_t(OpKind::Count_);
+
+enum class OpFamily { Unary, Binary, Reduce, Linalg, Conv, Norm, Shape };
+
+struct AttrSpec {
+  std::string name;
+  AttrType type;
+  std::optional<Attr> default_value;  // nullopt: required
+};
+
+// What a shape rule sees: input types and complete attributes (defaults filled). fail() throws a
+// kiln::Error naming the op, the input types and the caller's location.
+class InferContext {
+ public:
+  InferContext(OpKind kind, const std::vector<TensorType>& inputs, const AttrMap& attrs,
+               const Provenance& where)
+      : kind_(kind), inputs_(inputs), attrs_(attrs), where_(where) {}
+
+  OpKind kind() const { return kind_; }
+  size_t num_inputs() const { return inputs_.size(); }
+  const TensorType& input(size_t i) const { return inputs_.at(i); }
+  const std::vector<TensorType>& inputs() const { return inputs_; }
+  const AttrMap& attrs() const { return attrs_; }
+  int64_t axis(int64_t axis, int64_t rank) const;  // normalize or fail()
+  [[noreturn]] void fail(const std::string& why) const;
+
+ private:
+  OpKind kind_;
+  const std::vector<TensorType>& inputs_;
+  const AttrMap& attrs_;
+  const Provenance& where_;
+};
+
+using InferFn = std::function<std::vector<TensorType>(const InferContext&)>;
+
+struct OpDef {
+  OpKind kind;
+  std::string_view name;
+  OpFamily family;
+  std::vector<AttrSpec> attrs;
+  int min_inputs = 1;
+  int max_inputs = 1;  // -1: variadic
+  InferFn infer;
+};
+
+const OpDef& op_def(OpKind kind);
+std::string_view op_name(OpKind kind);
+std::optional<OpKind> find_op(std::string_view name);
+
+// Fills defaults, rejects unknown or mistyped attributes and missing required ones.
+AttrMap complete_attrs(OpKind kind, const AttrMap& given, const Provenance& where);
+// Checks arity, completes attrs and runs the shape rule. Every error is a kiln::Error that names the
+// op, the input types and `where`.
+std::vector<TensorType> infer_types(OpKind kind, const std::vector<TensorType>& inputs,
+                                    const AttrMap& attrs, const Provenance& where);
+
+// "op 'add' (f32[2,3], f32[4]) at demo.cpp:12 [scope]: <why>" — the one error format.
+std::string op_error(OpKind kind, const std::vector<TensorType>& inputs, const Provenance& where,
+                     const std::string& why);
+
+// Each family file registers its ops' definitions (called once by op_def's table builder).
+namespace ops {
+void define_unary(std::vector<OpDef>& table);
+void define_binary(std::vector<OpDef>& table);
+void define_reduce(std::vector<OpDef>& table);
+void define_linalg(std::vector<OpDef>& table);
+void define_conv(std::vector<OpDef>& table);
+void define_norm(std::vector<OpDef>& table);
+void define_shape(std::vector<OpDef>& table);
+}  // namespace ops
+
+// numpy broadcasting of two shapes; nullopt when incompatible. Symbolic dims broadcast when they are
+// the same expression or one side is 1.
+std::optional<Shape> broadcast_shapes(const Shape& a, const Shape& b);
+
+}  // namespace kiln

@@ -1,0 +1,2 @@
+// Parses the text form (see text.h).
+#include "core/ir/text.h"

@@ -1,0 +1,45 @@
+// Provenance construction and formatting.
+#include "core/ir/provenance.h"
+
+#include <algorithm>
+
+#include "core/support/error.h"
+
+namespace kiln {
+
+std::string Origin::str() const {
+  std::string s;
+  if (!imported.empty()) s = "node '" + imported + "'";
+  if (!file.empty()) {
+    if (!s.empty()) s += " ";
+    s += short_path(file) + ":" + std::to_string(line);
+    if (!function.empty()) s += " (" + function + ")";
+  }
+  if (!scope.empty()) s += " [" + scope + "]";
+  return s.empty() ? "<unknown>" : s;
+}
+
+Provenance Provenance::from(const std::source_location& loc, const std::string& scope) {
+  Origin o;
+  o.file = loc.file_name();
+  o.line = int(loc.line());
+  o.function = loc.function_name();
+  o.scope = scope;
+  return Provenance{{o}};
+}
+
+void Provenance::merge(const Provenance& other) {
+  for (const Origin& o : other.origins)
+    if (std::find(origins.begin(), origins.end(), o) == origins.end()) origins.push_back(o);
+}
+
+std::string Provenance::str() const {
+  std::string s;
+  for (size_t i = 0; i < origins.size(); ++i) {
+    if (i) s += "; ";
+    s += origins[i].str();
+  }
+  return s;
+}
+
+}  // namespace kiln

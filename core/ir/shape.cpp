@@ -1,0 +1,56 @@
+// Shape helpers.
+#include "core/ir/shape.h"
+
+#include "core/support/error.h"
+
+namespace kiln {
+
+Shape make_shape(const std::vector<int64_t>& dims) { return Shape(dims.begin(), dims.end()); }
+
+bool is_static(const Shape& shape) {
+  for (const SymInt& d : shape)
+    if (!d.is_static()) return false;
+  return true;
+}
+
+std::vector<int64_t> static_dims(const Shape& shape) {
+  std::vector<int64_t> dims;
+  dims.reserve(shape.size());
+  for (const SymInt& d : shape) dims.push_back(d.value());
+  return dims;
+}
+
+SymInt numel(const Shape& shape) {
+  SymInt n = 1;
+  for (const SymInt& d : shape) n = n * d;
+  return n;
+}
+
+std::string shape_str(const Shape& shape) {
+  std::string s = "[";
+  for (size_t i = 0; i < shape.size(); ++i) {
+    if (i) s += ",";
+    s += shape[i].str();
+  }
+  return s + "]";
+}
+
+std::string TensorType::str() const { return std::string(dtype_name(dtype)) + shape_str(shape); }
+
+int64_t normalize_axis(int64_t axis, int64_t rank, const std::string& what) {
+  int64_t lo = -rank, hi = rank - 1;
+  if (rank == 0) lo = -1, hi = 0;  // a scalar accepts axis 0 / -1, as in PyTorch
+  if (axis < lo || axis > hi)
+    throw Error(what + ": axis " + std::to_string(axis) + " is out of range for rank " +
+                std::to_string(rank) + " (valid: " + std::to_string(lo) + ".." + std::to_string(hi) +
+                ")");
+  return axis < 0 ? axis + (rank == 0 ? 1 : rank) : axis;
+}
+
+std::vector<int64_t> contiguous_strides(const std::vector<int64_t>& dims) {
+  std::vector<int64_t> strides(dims.size(), 1);
+  for (int64_t i = int64_t(dims.size()) - 2; i >= 0; --i) strides[i] = strides[i + 1] * dims[i + 1];
+  return strides;
+}
+
+}  // namespace kiln

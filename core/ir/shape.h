@@ -1,0 +1,35 @@
+// Shapes (lists of SymInt), tensor types (dtype + shape) and the helpers shape rules share.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "core/ir/dtype.h"
+#include "core/ir/symint.h"
+
+namespace kiln {
+
+using Shape = std::vector<SymInt>;
+
+Shape make_shape(const std::vector<int64_t>& dims);
+bool is_static(const Shape& shape);
+// Static sizes; throws kiln::Error when a dim is symbolic.
+std::vector<int64_t> static_dims(const Shape& shape);
+SymInt numel(const Shape& shape);
+std::string shape_str(const Shape& shape);  // "[2,s0,4]"
+
+struct TensorType {
+  DType dtype = DType::F32;
+  Shape shape;
+  size_t rank() const { return shape.size(); }
+  std::string str() const;  // "f32[2,s0,4]"
+};
+
+// Normalizes a possibly negative axis; throws kiln::Error naming `what` when out of range.
+int64_t normalize_axis(int64_t axis, int64_t rank, const std::string& what);
+
+// Row-major strides of static dims.
+std::vector<int64_t> contiguous_strides(const std::vector<int64_t>& dims);
+
+}  // namespace kiln

@@ -1,0 +1,2 @@
+// Graph verifier (see verifier.h).
+#include "core/ir/verifier.h"

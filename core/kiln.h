@@ -1,0 +1,10 @@
+// kiln's public API: #include <kiln/kiln.h>.
+#pragma once
+
+#include "core/frontend/device.h"
+#include "core/frontend/factories.h"
+#include "core/frontend/ops.h"
+#include "core/frontend/tensor.h"
+#include "core/ir/dtype.h"
+#include "core/ir/symint.h"
+#include "core/support/error.h"

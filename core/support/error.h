@@ -1,0 +1,23 @@
+// kiln::Error and the source locations every message points at.
+#pragma once
+
+#include <source_location>
+#include <stdexcept>
+#include <string>
+
+namespace kiln {
+
+using Loc = std::source_location;
+
+// Every user-facing failure is a kiln::Error: what went wrong, where (op, shapes, file:line) and,
+// where known, how to fix it.
+class Error : public std::runtime_error {
+ public:
+  explicit Error(const std::string& message) : std::runtime_error(message) {}
+};
+
+// "file.cpp:12" with the directory stripped, as users read it in messages.
+std::string short_location(const Loc& loc);
+std::string short_path(const std::string& path);
+
+}  // namespace kiln

@@ -1,0 +1,30 @@
+#!/usr/bin/env bash
+# Installs every Debian package kiln builds, tests and runs with. Safe to re-run.
+# --with-torch also installs the Python packages used to export reference models.
+set -euo pipefail
+
+packages=(
+  build-essential cmake ninja-build pkg-config libgtest-dev
+  libvulkan-dev mesa-vulkan-drivers vulkan-validationlayers vulkan-tools
+  glslc libshaderc-dev spirv-tools glslang-tools
+  libglfw3-dev libimgui-dev xvfb
+  libonnx-dev libonnx-testdata libprotobuf-dev protobuf-compiler
+)
+if [[ "${1:-}" == "--with-torch" ]]; then
+  packages+=(python3-torch python3-torchvision python3-onnx)
+fi
+
+missing=()
+for p in "${packages[@]}"; do
+  dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
+done
+if ((${#missing[@]} == 0)); then
+  echo "setup: all ${#packages[@]} packages present"
+  exit 0
+fi
+
+sudo_cmd=()
+[[ $(id -u) -ne 0 ]] && sudo_cmd=(sudo)
+echo "setup: installing ${missing[*]}"
+"${sudo_cmd[@]}" apt-get update -qq
+DEBIAN_FRONTEND=noninteractive "${sudo_cmd[@]}" apt-get install -y -qq --no-install-recommends "${missing[@]}"
