@@ -3,6 +3,7 @@
 
 #include "core/frontend/device.h"
 #include "core/frontend/factories.h"
+#include "core/frontend/nn/nn.h"
 #include "core/frontend/ops.h"
 #include "core/frontend/tensor.h"
 #include "core/ir/dtype.h"

@@ -1,0 +1,2 @@
+// kiln::nn attention (to be written).
+#pragma once

@@ -1,0 +1,2 @@
+// kiln::nn layers (to be written).
+#include "core/frontend/nn/layers.h"

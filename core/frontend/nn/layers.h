@@ -1,0 +1,2 @@
+// kiln::nn layers (to be written).
+#pragma once

@@ -1,0 +1,2 @@
+// kiln::nn module (to be written).
+#pragma once

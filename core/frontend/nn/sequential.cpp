@@ -1,0 +1,2 @@
+// kiln::nn sequential (to be written).
+#include "core/frontend/nn/sequential.h"

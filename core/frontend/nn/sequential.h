@@ -1,0 +1,2 @@
+// kiln::nn sequential (to be written).
+#pragma once
