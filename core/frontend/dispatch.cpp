@@ -9,6 +9,8 @@
 namespace kiln {
 namespace {
 
+thread_local OpObserver t_observer;
+
 Tracer* tracer_of(const std::vector<Tensor>& inputs) {
   for (const Tensor& t : inputs)
     if (t.is_traced()) return t.impl().tracer;
@@ -68,7 +70,11 @@ Provenance provenance_at(const Loc& loc) { return Provenance::from(loc, current_
 
 std::vector<Tensor> run_op(OpKind kind, const std::vector<Tensor>& inputs, const AttrMap& attrs,
                            const Loc& loc) {
-  Provenance where = provenance_at(loc);
+  return run_op_at(kind, inputs, attrs, provenance_at(loc));
+}
+
+std::vector<Tensor> run_op_at(OpKind kind, const std::vector<Tensor>& inputs, const AttrMap& attrs,
+                              const Provenance& where) {
   std::vector<TensorType> in_types;
   for (size_t i = 0; i < inputs.size(); ++i) {
     if (!inputs[i].defined())
@@ -78,8 +84,12 @@ std::vector<Tensor> run_op(OpKind kind, const std::vector<Tensor>& inputs, const
   }
   if (Tracer* tracer = tracer_of(inputs)) return tracer->record(kind, inputs, attrs, where);
   std::vector<TensorType> out_types = infer_types(kind, in_types, attrs, where);
-  return run_eager(kind, inputs, attrs, in_types, out_types, where);
+  std::vector<Tensor> outputs = run_eager(kind, inputs, attrs, in_types, out_types, where);
+  if (t_observer) t_observer(kind, where, outputs);
+  return outputs;
 }
+
+void set_op_observer(OpObserver observer) { t_observer = std::move(observer); }
 
 Tensor run_op1(OpKind kind, const std::vector<Tensor>& inputs, const AttrMap& attrs,
                const Loc& loc) {

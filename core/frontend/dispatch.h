@@ -3,6 +3,7 @@
 // call first, so eager and compiled code reject the same mistakes with the same message.
 #pragma once
 
+#include <functional>
 #include <vector>
 
 #include "core/frontend/tensor.h"
@@ -15,6 +16,15 @@ std::vector<Tensor> run_op(OpKind kind, const std::vector<Tensor>& inputs, const
                            const Loc& loc);
 Tensor run_op1(OpKind kind, const std::vector<Tensor>& inputs, const AttrMap& attrs,
                const Loc& loc);
+
+// The same, for callers that already hold a provenance (graph interpreters, importers).
+std::vector<Tensor> run_op_at(OpKind kind, const std::vector<Tensor>& inputs, const AttrMap& attrs,
+                              const Provenance& where);
+
+// Called after every eager op with its kind, where it was called and its outputs; for tools such as
+// the demo's op log. One observer per thread; pass nullptr to remove it.
+using OpObserver = std::function<void(OpKind, const Provenance&, const std::vector<Tensor>&)>;
+void set_op_observer(OpObserver observer);
 
 // The provenance an op called at `loc` records: that line plus the current module scope.
 Provenance provenance_at(const Loc& loc);

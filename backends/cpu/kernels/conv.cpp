@@ -1,8 +1,330 @@
-// Reference kernels for the conv ops.
+// Reference kernels for the conv ops: conv (im2col + the blocked GEMM), conv_transpose (GEMM +
+// col2im), max/avg pooling and global average pooling. 1-d inputs run as 2-d with height 1;
+// f16/bf16 convolutions compute in float copies.
+#include <algorithm>
+#include <cmath>
+#include <limits>
+#include <type_traits>
+
 #include "backends/cpu/cpu_kernel.h"
+#include "backends/cpu/kernels/gemm_kernel.h"
+#include "backends/cpu/parallel.h"
+#include "core/support/error.h"
 
 namespace kiln::cpu {
+namespace {
 
-void register_conv(KernelTable& table) { (void)table; }
+// Input, output and window geometry, always 2-d: a 1-d op has h = oh = kh = 1.
+struct Geometry {
+  int64_t n = 1, c = 1, h = 1, w = 1;     // input
+  int64_t o = 1, oh = 1, ow = 1;          // output channels and spatial size
+  int64_t kh = 1, kw = 1;                 // kernel
+  int64_t sh = 1, sw = 1;                 // stride
+  int64_t ph = 0, pw = 0, ph_end = 0, pw_end = 0;
+  int64_t dh = 1, dw = 1;                 // dilation
+  int64_t groups = 1;
+};
+
+// An attribute with one value per spatial dim (times per_dim); empty means all `fill`.
+std::vector<int64_t> spatial_attr(const AttrMap& attrs, const std::string& name, size_t spatial,
+                                  size_t per_dim, int64_t fill) {
+  std::vector<int64_t> v = attrs.has(name) ? attrs.get_ints(name) : std::vector<int64_t>{};
+  if (v.empty()) v.assign(spatial * per_dim, fill);
+  return v;
+}
+
+// Fills the window attributes shared by every op of the family; kernel sizes come from the
+// weight (conv) or the "kernel" attribute (pools).
+Geometry geometry(const KernelContext& ctx, const std::vector<int64_t>& kernel) {
+  const HostTensor& x = ctx.inputs[0];
+  const HostTensor& y = ctx.outputs[0];
+  const size_t spatial = x.dims.size() - 2;
+  const auto stride = spatial_attr(ctx.attrs, "stride", spatial, 1, 1);
+  const auto pads = spatial_attr(ctx.attrs, "padding", spatial, 2, 0);
+  const auto dilation = spatial_attr(ctx.attrs, "dilation", spatial, 1, 1);
+  Geometry g;
+  g.n = x.dims[0];
+  g.c = x.dims[1];
+  g.o = y.dims[1];
+  g.w = x.dims.back();
+  g.ow = y.dims.back();
+  g.kw = kernel.back();
+  g.sw = stride.back();
+  g.pw = pads[spatial - 1];
+  g.pw_end = pads[2 * spatial - 1];
+  g.dw = dilation.back();
+  if (spatial == 2) {
+    g.h = x.dims[2];
+    g.oh = y.dims[2];
+    g.kh = kernel[0];
+    g.sh = stride[0];
+    g.ph = pads[0];
+    g.ph_end = pads[2];
+    g.dh = dilation[0];
+  }
+  if (ctx.attrs.has("groups")) g.groups = ctx.attrs.get_int("groups");
+  return g;
+}
+
+std::vector<int64_t> weight_kernel(const HostTensor& weight) {
+  return std::vector<int64_t>(weight.dims.begin() + 2, weight.dims.end());
+}
+
+// y[n, o, :, :] = bias[o] (or 0) for every plane, before the products accumulate into it.
+template <class T>
+void fill_bias(const Geometry& g, const T* bias, T* y) {
+  const int64_t plane = g.oh * g.ow;
+  for (int64_t p = 0; p < g.n * g.o; ++p)
+    std::fill(y + p * plane, y + (p + 1) * plane, bias ? bias[p % g.o] : T(0));
+}
+
+// One (image, group, output-row block) of a convolution: gathers the receptive fields into a
+// column matrix [C/groups * kh * kw, rows * ow] and multiplies the group's weights by it.
+template <class T>
+void conv_task(const Geometry& g, const T* x, const T* w, T* y, int64_t n, int64_t group,
+               int64_t oh0, int64_t oh1) {
+  const int64_t cg = g.c / g.groups, og = g.o / g.groups;
+  const int64_t ckk = cg * g.kh * g.kw;
+  const int64_t positions = (oh1 - oh0) * g.ow;
+  const T* x_group = x + (n * g.c + group * cg) * g.h * g.w;
+  T* y_block = y + ((n * g.o + group * og) * g.oh + oh0) * g.ow;
+  MatrixView<T> weights{w + group * og * ckk, ckk, 1};
+  const bool pointwise = g.kh == 1 && g.kw == 1 && g.sh == 1 && g.sw == 1 && g.ph == 0 &&
+                         g.pw == 0 && g.oh == g.h && g.ow == g.w;
+  if (pointwise) {  // a 1x1 convolution reads the input planes directly as the column matrix
+    MatrixView<T> cols{x_group + oh0 * g.w, g.h * g.w, 1};
+    gemm_serial(og, positions, ckk, T(1), weights, cols, true, y_block, g.oh * g.ow);
+    return;
+  }
+  thread_local std::vector<T> buffer;
+  if (buffer.size() < size_t(ckk * positions)) buffer.resize(size_t(ckk * positions));
+  T* col = buffer.data();
+  for (int64_t c = 0; c < cg; ++c) {
+    const T* plane = x_group + c * g.h * g.w;
+    for (int64_t i = 0; i < g.kh; ++i) {
+      for (int64_t j = 0; j < g.kw; ++j) {
+        T* row = col + ((c * g.kh + i) * g.kw + j) * positions;
+        for (int64_t oh = oh0; oh < oh1; ++oh) {
+          T* dst = row + (oh - oh0) * g.ow;
+          const int64_t ih = oh * g.sh - g.ph + i * g.dh;
+          if (ih < 0 || ih >= g.h) {
+            std::fill(dst, dst + g.ow, T(0));
+            continue;
+          }
+          const T* src = plane + ih * g.w;
+          for (int64_t ow = 0; ow < g.ow; ++ow) {
+            const int64_t iw = ow * g.sw - g.pw + j * g.dw;
+            dst[ow] = (iw >= 0 && iw < g.w) ? src[iw] : T(0);
+          }
+        }
+      }
+    }
+  }
+  gemm_serial(og, positions, ckk, T(1), weights, MatrixView<T>{col, positions, 1}, true, y_block,
+              g.oh * g.ow);
+}
+
+template <class T>
+void conv_forward(const Geometry& g, const T* x, const T* w, const T* bias, T* y) {
+  fill_bias(g, bias, y);
+  const int64_t ckk = (g.c / g.groups) * g.kh * g.kw;
+  // Row blocks keep the column matrix near 1 MiB and give every thread a few tasks.
+  int64_t rows = std::clamp<int64_t>((int64_t(1) << 18) / std::max<int64_t>(1, ckk * g.ow), 1, g.oh);
+  const int64_t images = g.n * g.groups;
+  const int64_t want_blocks = (4 * num_threads() + images - 1) / images;
+  rows = std::min(rows, std::max<int64_t>(1, (g.oh + want_blocks - 1) / want_blocks));
+  const int64_t blocks = (g.oh + rows - 1) / rows;
+  parallel_for(images * blocks, 1, [&](int64_t begin, int64_t end) {
+    for (int64_t t = begin; t < end; ++t) {
+      const int64_t block = t % blocks, image = t / blocks;
+      const int64_t oh0 = block * rows;
+      conv_task(g, x, w, y, image / g.groups, image % g.groups, oh0, std::min(g.oh, oh0 + rows));
+    }
+  });
+}
+
+// Transposed convolution: per (image, group), cols = W_g^T x_g ([O/groups * kh * kw, h * w]),
+// then each column entry is scattered into the output position its kernel tap reaches (col2im).
+template <class T>
+void conv_transpose_forward(const Geometry& g, const T* x, const T* w, const T* bias, T* y) {
+  fill_bias(g, bias, y);
+  const int64_t cg = g.c / g.groups, og = g.o / g.groups;
+  const int64_t taps = og * g.kh * g.kw, pixels = g.h * g.w;
+  std::vector<T> cols(size_t(taps * pixels));
+  for (int64_t n = 0; n < g.n; ++n) {
+    for (int64_t group = 0; group < g.groups; ++group) {
+      // weight is [C, O/groups, kh, kw]: tap r of input channel c sits at (group*cg + c)*taps + r.
+      MatrixView<T> wt{w + group * cg * taps, 1, taps};
+      MatrixView<T> xg{x + (n * g.c + group * cg) * pixels, pixels, 1};
+      gemm_batched<T>({{wt, xg, cols.data(), pixels}}, taps, pixels, cg, T(1), false);
+      T* y_group = y + (n * g.o + group * og) * g.oh * g.ow;
+      // Each task owns whole output channels, so the scatter needs no synchronization.
+      parallel_for(og, 1, [&](int64_t begin, int64_t end) {
+        for (int64_t o = begin; o < end; ++o) {
+          T* plane = y_group + o * g.oh * g.ow;
+          for (int64_t i = 0; i < g.kh; ++i) {
+            for (int64_t j = 0; j < g.kw; ++j) {
+              const T* src = cols.data() + ((o * g.kh + i) * g.kw + j) * pixels;
+              for (int64_t ih = 0; ih < g.h; ++ih) {
+                const int64_t oh = ih * g.sh - g.ph + i * g.dh;
+                if (oh < 0 || oh >= g.oh) continue;
+                for (int64_t iw = 0; iw < g.w; ++iw) {
+                  const int64_t ow = iw * g.sw - g.pw + j * g.dw;
+                  if (ow >= 0 && ow < g.ow) plane[oh * g.ow + ow] += src[ih * g.w + iw];
+                }
+              }
+            }
+          }
+        }
+      });
+    }
+  }
+}
+
+std::vector<float> to_float(const HostTensor& t) {
+  std::vector<float> v(size_t(t.numel()));
+  convert_elements(t.data, t.dtype, v.data(), DType::F32, v.size());
+  return v;
+}
+
+// Runs a conv-like computation in the output's dtype: f32/f64 directly, f16/bf16 through float.
+template <class Fn>
+void run_conv(const KernelContext& ctx, Fn compute) {
+  const HostTensor& y = ctx.outputs[0];
+  const bool has_bias = ctx.inputs.size() == 3;
+  if (y.dtype == DType::F32 || y.dtype == DType::F64) {
+    visit_dtype(y.dtype, [&]<class T>() {
+      if constexpr (std::is_same_v<T, float> || std::is_same_v<T, double>)
+        compute(ctx.inputs[0].as<const T>(), ctx.inputs[1].as<const T>(),
+                has_bias ? ctx.inputs[2].as<const T>() : nullptr, y.as<T>());
+    });
+    return;
+  }
+  if (y.dtype != DType::F16 && y.dtype != DType::BF16)
+    throw Error("convolution needs a floating-point dtype, got " + std::string(dtype_name(y.dtype)));
+  std::vector<float> x = to_float(ctx.inputs[0]), w = to_float(ctx.inputs[1]);
+  std::vector<float> bias = has_bias ? to_float(ctx.inputs[2]) : std::vector<float>{};
+  std::vector<float> out(size_t(y.numel()));
+  compute(x.data(), w.data(), has_bias ? bias.data() : nullptr, out.data());
+  convert_elements(out.data(), DType::F32, y.data, y.dtype, out.size());
+}
+
+void conv_kernel(const KernelContext& ctx) {
+  const Geometry g = geometry(ctx, weight_kernel(ctx.inputs[1]));
+  run_conv(ctx, [&](const auto* x, const auto* w, const auto* bias, auto* y) {
+    conv_forward(g, x, w, bias, y);
+  });
+}
+
+void conv_transpose_kernel(const KernelContext& ctx) {
+  const Geometry g = geometry(ctx, weight_kernel(ctx.inputs[1]));
+  run_conv(ctx, [&](const auto* x, const auto* w, const auto* bias, auto* y) {
+    conv_transpose_forward(g, x, w, bias, y);
+  });
+}
+
+// Calls row(plane, oh) for every output row, threaded; planes are the N * C channel images.
+template <class F>
+void for_each_output_row(const Geometry& g, F row) {
+  const int64_t rows = g.n * g.c * g.oh;
+  const int64_t grain = std::max<int64_t>(1, 4096 / std::max<int64_t>(1, g.ow * g.kh * g.kw));
+  parallel_for(rows, grain, [&](int64_t begin, int64_t end) {
+    for (int64_t r = begin; r < end; ++r) row(r / g.oh, r % g.oh);
+  });
+}
+
+void max_pool_kernel(const KernelContext& ctx) {
+  const Geometry g = geometry(ctx, ctx.attrs.get_ints("kernel"));
+  visit_dtype(ctx.inputs[0].dtype, [&]<class T>() {
+    using C = compute_t<T>;
+    const T* x = ctx.inputs[0].as<const T>();
+    T* y = ctx.outputs[0].as<T>();
+    for_each_output_row(g, [&](int64_t plane, int64_t oh) {
+      const T* in = x + plane * g.h * g.w;
+      T* out = y + (plane * g.oh + oh) * g.ow;
+      for (int64_t ow = 0; ow < g.ow; ++ow) {
+        // Padding never wins: only taps inside the input are compared.
+        C best = std::numeric_limits<C>::lowest();
+        if constexpr (std::numeric_limits<C>::has_infinity) best = -std::numeric_limits<C>::infinity();
+        for (int64_t i = 0; i < g.kh; ++i) {
+          const int64_t ih = oh * g.sh - g.ph + i * g.dh;
+          if (ih < 0 || ih >= g.h) continue;
+          for (int64_t j = 0; j < g.kw; ++j) {
+            const int64_t iw = ow * g.sw - g.pw + j * g.dw;
+            if (iw < 0 || iw >= g.w) continue;
+            const C v = C(in[ih * g.w + iw]);
+            if constexpr (std::is_floating_point_v<C>) {
+              if (std::isnan(v) || v > best) best = v;  // NaN propagates, as in PyTorch
+              if (std::isnan(best)) break;
+            } else if (v > best) {
+              best = v;
+            }
+          }
+        }
+        out[ow] = T(best);
+      }
+    });
+  });
+}
+
+void avg_pool_kernel(const KernelContext& ctx) {
+  const Geometry g = geometry(ctx, ctx.attrs.get_ints("kernel"));
+  const bool include_pad = ctx.attrs.get_bool("count_include_pad");
+  visit_dtype(ctx.inputs[0].dtype, [&]<class T>() {
+    using C = compute_t<T>;
+    const T* x = ctx.inputs[0].as<const T>();
+    T* y = ctx.outputs[0].as<T>();
+    for_each_output_row(g, [&](int64_t plane, int64_t oh) {
+      const T* in = x + plane * g.h * g.w;
+      T* out = y + (plane * g.oh + oh) * g.ow;
+      // Windows are clipped to the padded input first (what count_include_pad counts), then
+      // to the input itself (what is summed), as PyTorch does in ceil_mode.
+      int64_t h0 = oh * g.sh - g.ph, h1 = std::min(h0 + g.kh, g.h + g.ph_end);
+      const int64_t padded_h = h1 - h0;
+      h0 = std::max<int64_t>(h0, 0);
+      h1 = std::min(h1, g.h);
+      for (int64_t ow = 0; ow < g.ow; ++ow) {
+        int64_t w0 = ow * g.sw - g.pw, w1 = std::min(w0 + g.kw, g.w + g.pw_end);
+        const int64_t padded_w = w1 - w0;
+        w0 = std::max<int64_t>(w0, 0);
+        w1 = std::min(w1, g.w);
+        double sum = 0;
+        for (int64_t ih = h0; ih < h1; ++ih)
+          for (int64_t iw = w0; iw < w1; ++iw) sum += double(C(in[ih * g.w + iw]));
+        const int64_t count = include_pad ? padded_h * padded_w : (h1 - h0) * (w1 - w0);
+        out[ow] = T(C(sum / double(std::max<int64_t>(count, 1))));
+      }
+    });
+  });
+}
+
+void global_avg_pool_kernel(const KernelContext& ctx) {
+  const HostTensor& x = ctx.inputs[0];
+  const int64_t planes = x.dims[0] * x.dims[1];
+  const int64_t size = planes ? x.numel() / planes : 0;
+  visit_dtype(x.dtype, [&]<class T>() {
+    using C = compute_t<T>;
+    const T* in = x.as<const T>();
+    T* out = ctx.outputs[0].as<T>();
+    const int64_t grain = std::max<int64_t>(1, 16384 / std::max<int64_t>(1, size));
+    parallel_for(planes, grain, [&](int64_t begin, int64_t end) {
+      for (int64_t p = begin; p < end; ++p) {
+        double sum = 0;
+        for (int64_t i = 0; i < size; ++i) sum += double(C(in[p * size + i]));
+        out[p] = T(C(size ? sum / double(size) : std::nan("")));
+      }
+    });
+  });
+}
+
+}  // namespace
+
+void register_conv(KernelTable& t) {
+  t.set(OpKind::Conv, conv_kernel);
+  t.set(OpKind::ConvTranspose, conv_transpose_kernel);
+  t.set(OpKind::MaxPool, max_pool_kernel);
+  t.set(OpKind::AvgPool, avg_pool_kernel);
+  t.set(OpKind::GlobalAvgPool, global_avg_pool_kernel);
+}
 
 }  // namespace kiln::cpu

@@ -1,8 +1,210 @@
-// Shape and dtype rules of the conv ops.
+// Shape and dtype rules of the conv ops: conv, conv_transpose, max_pool, avg_pool, global_avg_pool.
+// Layout is channels-first ([N, C, *spatial]) with 1 or 2 spatial dims. Per-spatial attributes
+// follow ONNX: padding lists all begins then all ends, and an empty list means the ONNX default
+// (stride and dilation 1, padding 0), so an importer can pass attributes through unchanged.
 #include "core/ir/op.h"
 
 namespace kiln::ops {
+namespace {
 
-void define_conv(std::vector<OpDef>& table) { (void)table; }
+// The attribute `name` with one value per spatial dim (times `per_dim`); empty means all `fill`.
+std::vector<int64_t> spatial_attr(const InferContext& ctx, const std::string& name, size_t spatial,
+                                  size_t per_dim, int64_t fill, int64_t min_value) {
+  std::vector<int64_t> v = ctx.attrs().get_ints(name);
+  if (v.empty()) v.assign(spatial * per_dim, fill);
+  if (v.size() != spatial * per_dim)
+    ctx.fail("attribute '" + name + "' needs " + std::to_string(spatial * per_dim) + " values (" +
+             (per_dim == 2 ? "all begins then all ends" : "one per spatial dim") + "), got " +
+             std::to_string(v.size()));
+  for (int64_t x : v)
+    if (x < min_value)
+      ctx.fail("attribute '" + name + "' values must be >= " + std::to_string(min_value) +
+               ", got " + std::to_string(x));
+  return v;
+}
+
+// Rank 3 ([N, C, W]) or 4 ([N, C, H, W]); returns the number of spatial dims.
+size_t spatial_rank(const InferContext& ctx, const TensorType& x) {
+  if (x.rank() != 3 && x.rank() != 4)
+    ctx.fail("input must be [N, C, W] or [N, C, H, W], got " + x.str());
+  return x.rank() - 2;
+}
+
+void require_float(const InferContext& ctx) {
+  for (const TensorType& t : ctx.inputs()) {
+    if (!is_floating(t.dtype))
+      ctx.fail("needs floating-point operands, got " + std::string(dtype_name(t.dtype)) +
+               "; cast first");
+    if (t.dtype != ctx.input(0).dtype)
+      ctx.fail("operand dtypes must match, got " + std::string(dtype_name(ctx.input(0).dtype)) +
+               " and " + std::string(dtype_name(t.dtype)));
+  }
+}
+
+void check_bias(const InferContext& ctx, const SymInt& out_channels) {
+  if (ctx.num_inputs() < 3) return;
+  const TensorType& bias = ctx.input(2);
+  if (bias.rank() != 1 || bias.shape[0] != out_channels)
+    ctx.fail("bias must be 1-d with " + out_channels.str() + " elements, got " + bias.str());
+}
+
+int64_t groups_attr(const InferContext& ctx) {
+  const int64_t groups = ctx.attrs().get_int("groups");
+  if (groups < 1) ctx.fail("groups must be >= 1, got " + std::to_string(groups));
+  return groups;
+}
+
+std::vector<TensorType> conv_rule(const InferContext& ctx) {
+  require_float(ctx);
+  const TensorType& x = ctx.input(0);
+  const TensorType& w = ctx.input(1);
+  const size_t spatial = spatial_rank(ctx, x);
+  if (w.rank() != x.rank())
+    ctx.fail("weight " + w.str() + " must have the input's rank " + std::to_string(x.rank()) +
+             ": [out_channels, in_channels / groups, *kernel]");
+  const auto stride = spatial_attr(ctx, "stride", spatial, 1, 1, 1);
+  const auto pads = spatial_attr(ctx, "padding", spatial, 2, 0, 0);
+  const auto dilation = spatial_attr(ctx, "dilation", spatial, 1, 1, 1);
+  const int64_t groups = groups_attr(ctx);
+  const SymInt& channels = x.shape[1];
+  const SymInt& out_channels = w.shape[0];
+  if (channels % groups != 0 || out_channels % groups != 0)
+    ctx.fail("groups " + std::to_string(groups) + " must divide both the input channels (" +
+             channels.str() + ") and the output channels (" + out_channels.str() + ")");
+  if (w.shape[1] * groups != channels)
+    ctx.fail("channel mismatch: input " + x.str() + " has " + channels.str() +
+             " channels but weight " + w.str() + " with groups " + std::to_string(groups) +
+             " expects " + (w.shape[1] * groups).str());
+  check_bias(ctx, out_channels);
+  Shape out = {x.shape[0], out_channels};
+  for (size_t i = 0; i < spatial; ++i) {
+    const SymInt padded = x.shape[2 + i] + pads[i] + pads[spatial + i];
+    const SymInt extent = w.shape[2 + i] * dilation[i] - (dilation[i] - 1);  // dilated kernel
+    if (padded < extent)
+      ctx.fail("kernel " + shape_str(Shape(w.shape.begin() + 2, w.shape.end())) +
+               " (dilated extent " + extent.str() + ") is larger than the padded input extent " +
+               padded.str() + " of " + x.str() + " in spatial dim " + std::to_string(i));
+    out.push_back((padded - extent) / stride[i] + 1);
+  }
+  return {{x.dtype, out}};
+}
+
+std::vector<TensorType> conv_transpose_rule(const InferContext& ctx) {
+  require_float(ctx);
+  const TensorType& x = ctx.input(0);
+  const TensorType& w = ctx.input(1);
+  const size_t spatial = spatial_rank(ctx, x);
+  if (w.rank() != x.rank())
+    ctx.fail("weight " + w.str() + " must have the input's rank " + std::to_string(x.rank()) +
+             ": [in_channels, out_channels / groups, *kernel]");
+  const auto stride = spatial_attr(ctx, "stride", spatial, 1, 1, 1);
+  const auto pads = spatial_attr(ctx, "padding", spatial, 2, 0, 0);
+  const auto output_padding = spatial_attr(ctx, "output_padding", spatial, 1, 0, 0);
+  const auto dilation = spatial_attr(ctx, "dilation", spatial, 1, 1, 1);
+  const int64_t groups = groups_attr(ctx);
+  const SymInt& channels = x.shape[1];
+  if (channels % groups != 0)
+    ctx.fail("groups " + std::to_string(groups) + " must divide the input channels (" +
+             channels.str() + ")");
+  if (w.shape[0] != channels)
+    ctx.fail("channel mismatch: input " + x.str() + " has " + channels.str() +
+             " channels but weight " + w.str() + " has " + w.shape[0].str());
+  const SymInt out_channels = w.shape[1] * groups;
+  check_bias(ctx, out_channels);
+  Shape out = {x.shape[0], out_channels};
+  for (size_t i = 0; i < spatial; ++i) {
+    // Extra rows beyond a full stride (or dilation) would lie outside every window.
+    if (output_padding[i] >= std::max(stride[i], dilation[i]))
+      ctx.fail("output_padding " + std::to_string(output_padding[i]) +
+               " must be smaller than the stride or the dilation in spatial dim " +
+               std::to_string(i));
+    const SymInt size = (x.shape[2 + i] - 1) * stride[i] - pads[i] - pads[spatial + i] +
+                        (w.shape[2 + i] - 1) * dilation[i] + output_padding[i] + 1;
+    if (size < 1)
+      ctx.fail("output size " + size.str() + " in spatial dim " + std::to_string(i) +
+               " is less than 1; reduce the padding");
+    out.push_back(size);
+  }
+  return {{x.dtype, out}};
+}
+
+std::vector<TensorType> pool_rule(const InferContext& ctx) {
+  const TensorType& x = ctx.input(0);
+  const bool is_max = ctx.kind() == OpKind::MaxPool;
+  if (x.dtype == DType::Bool || (!is_max && !is_floating(x.dtype)))
+    ctx.fail("needs a " + std::string(is_max ? "numeric" : "floating-point") + " input, got " +
+             std::string(dtype_name(x.dtype)));
+  const size_t spatial = spatial_rank(ctx, x);
+  if (ctx.attrs().get_ints("kernel").empty()) ctx.fail("attribute 'kernel' must not be empty");
+  const auto kernel = spatial_attr(ctx, "kernel", spatial, 1, 0, 1);
+  const auto stride = spatial_attr(ctx, "stride", spatial, 1, 1, 1);
+  const auto pads = spatial_attr(ctx, "padding", spatial, 2, 0, 0);
+  const auto dilation =
+      is_max ? spatial_attr(ctx, "dilation", spatial, 1, 1, 1) : std::vector<int64_t>(spatial, 1);
+  const bool ceil_mode = ctx.attrs().get_bool("ceil_mode");
+  Shape out = {x.shape[0], x.shape[1]};
+  for (size_t i = 0; i < spatial; ++i) {
+    const int64_t extent = dilation[i] * (kernel[i] - 1) + 1;
+    // A window lying wholly in padding would have nothing to pool (PyTorch's rule).
+    if (pads[i] > extent / 2 || pads[spatial + i] > extent / 2)
+      ctx.fail("padding (" + std::to_string(pads[i]) + ", " + std::to_string(pads[spatial + i]) +
+               ") must be at most half the kernel extent " + std::to_string(extent) +
+               " in spatial dim " + std::to_string(i));
+    const SymInt padded = x.shape[2 + i] + pads[i] + pads[spatial + i];
+    if (padded < extent)
+      ctx.fail("kernel extent " + std::to_string(extent) + " is larger than the padded input " +
+               "extent " + padded.str() + " of " + x.str() + " in spatial dim " +
+               std::to_string(i));
+    SymInt size = (padded - extent + (ceil_mode ? stride[i] - 1 : 0)) / stride[i] + 1;
+    // ceil_mode: the last window must still start inside the input or the begin padding.
+    if (ceil_mode && (size - 1) * stride[i] >= x.shape[2 + i] + pads[i]) size = size - 1;
+    out.push_back(size);
+  }
+  return {{x.dtype, out}};
+}
+
+std::vector<TensorType> global_avg_pool_rule(const InferContext& ctx) {
+  const TensorType& x = ctx.input(0);
+  if (!is_floating(x.dtype))
+    ctx.fail("needs a floating-point input, got " + std::string(dtype_name(x.dtype)));
+  if (x.rank() < 3)
+    ctx.fail("input must be [N, C, *spatial] with at least one spatial dim, got " + x.str());
+  Shape out = x.shape;
+  for (size_t i = 2; i < out.size(); ++i) out[i] = 1;
+  return {{x.dtype, out}};
+}
+
+OpDef op(OpKind kind, std::vector<AttrSpec> attrs, int min_inputs, int max_inputs, InferFn infer) {
+  OpDef d;
+  d.kind = kind;
+  d.attrs = std::move(attrs);
+  d.min_inputs = min_inputs;
+  d.max_inputs = max_inputs;
+  d.infer = std::move(infer);
+  return d;
+}
+
+}  // namespace
+
+void define_conv(std::vector<OpDef>& t) {
+  using Ints = std::vector<int64_t>;
+  const AttrSpec stride{"stride", AttrType::Ints, Ints{}};
+  const AttrSpec padding{"padding", AttrType::Ints, Ints{}};
+  const AttrSpec dilation{"dilation", AttrType::Ints, Ints{}};
+  const AttrSpec groups{"groups", AttrType::Int, int64_t(1)};
+  const AttrSpec ceil_mode{"ceil_mode", AttrType::Bool, false};
+  // Inputs: x, weight, optional bias.
+  t.push_back(op(OpKind::Conv, {stride, padding, dilation, groups}, 2, 3, conv_rule));
+  t.push_back(op(OpKind::ConvTranspose,
+                 {stride, padding, {"output_padding", AttrType::Ints, Ints{}}, dilation, groups},
+                 2, 3, conv_transpose_rule));
+  const AttrSpec kernel{"kernel", AttrType::Ints, std::nullopt};
+  t.push_back(op(OpKind::MaxPool, {kernel, stride, padding, dilation, ceil_mode}, 1, 1, pool_rule));
+  // count_include_pad defaults to ONNX's false; the PyTorch-style avg_pool2d passes true.
+  t.push_back(op(OpKind::AvgPool,
+                 {kernel, stride, padding, ceil_mode, {"count_include_pad", AttrType::Bool, false}},
+                 1, 1, pool_rule));
+  t.push_back(op(OpKind::GlobalAvgPool, {}, 1, 1, global_avg_pool_rule));
+}
 
 }  // namespace kiln::ops

@@ -1,0 +1,92 @@
+// The Vulkan backend's public face: device enumeration, the backend with its Vulkan-only extras
+// (programs from SPIR-V, memory and stream statistics) and the validation-message log tests read.
+// Free of Vulkan headers so callers need not have them.
+#pragma once
+
+#include <array>
+#include <cstdint>
+#include <memory>
+#include <span>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "backends/backend.h"
+
+namespace kiln {
+
+// Devices Vulkan can open, best first (discrete > integrated > virtual > CPU such as lavapipe).
+// Empty with the reason in `why_not` when there is no loader, driver or Vulkan 1.2 compute device.
+std::vector<DeviceEntry> enumerate_vulkan_devices(std::string* why_not);
+BackendFactory vulkan_backend_factory();
+
+namespace vulkan {
+
+// Messages (warnings and errors) reported through VK_EXT_debug_utils while KILN_VULKAN_VALIDATION=1
+// turned on VK_LAYER_KHRONOS_validation; collected from every Vulkan backend in the process.
+std::vector<std::string> validation_messages();
+void clear_validation_messages();
+// Whether an open backend actually runs with the validation layer (false when it is not installed).
+bool validation_active();
+
+// The interface of a compiled kernel: N storage buffers at set 0, bindings 0..N-1, and push constants.
+struct ProgramLayout {
+  uint32_t buffers = 0;
+  uint32_t push_constant_bytes = 0;
+  std::array<uint32_t, 3> local_size{1, 1, 1};
+  std::vector<bool> buffer_written;  // per binding: the shader may write it (not `readonly`)
+  std::vector<bool> buffer_read;     // per binding: the shader may read it (not `writeonly`)
+};
+
+class VulkanProgram : public Program {
+ public:
+  virtual const std::string& name() const = 0;
+  virtual const ProgramLayout& layout() const = 0;
+};
+
+struct StreamStats {
+  size_t launches = 0;
+  size_t barriers = 0;  // compute->compute barriers between dispatches (hazards only)
+  size_t submits = 0;
+};
+
+class VulkanStream : public Stream {
+ public:
+  virtual StreamStats stats() const = 0;
+};
+
+struct MemoryStats {
+  size_t device_allocations = 0;  // live vkAllocateMemory blocks (shared + dedicated)
+  size_t buffers = 0;             // live kiln buffers
+  size_t bytes_reserved = 0;      // bytes held in device memory blocks
+  size_t bytes_in_use = 0;        // bytes handed out to buffers (after alignment)
+  bool direct_map = false;        // buffers are host-visible: upload/download are memcpy
+};
+
+struct CompileStats {
+  size_t compiles = 0;    // GLSL -> SPIR-V runs (shaderc + optimizer + validator)
+  size_t cache_hits = 0;  // compile() calls answered from the in-memory cache
+};
+
+struct VulkanOptions {
+  bool force_staging = false;            // copy through staging buffers even where memory is mappable
+  size_t block_bytes = 64ull << 20;      // sub-allocator block size
+};
+
+class VulkanBackend : public Backend {
+ public:
+  // A program from ready SPIR-V words (the fixed shaders); validated by spirv-val first.
+  virtual std::unique_ptr<VulkanProgram> program_from_spirv(const std::string& name,
+                                                           std::span<const uint32_t> words) = 0;
+  virtual MemoryStats memory_stats() const = 0;
+  virtual CompileStats compile_stats() const = 0;
+  virtual std::string driver_info() const = 0;
+};
+
+std::unique_ptr<VulkanBackend> open_backend(int index, const VulkanOptions& options = {});
+
+// SPIR-V of the fixed shaders in shaders/ ("fill", "copy"), compiled by glslc at build time.
+std::span<const uint32_t> fixed_shader(std::string_view name);
+
+}  // namespace vulkan
+}  // namespace kiln

@@ -1,0 +1,42 @@
+// GLSL -> SPIR-V: libshaderc (compute, Vulkan 1.2, no optimization), the SPIRV-Tools optimizer's
+// performance passes, then spirv-val; results cached in memory by source text.
+#pragma once
+
+#include <cstdint>
+#include <mutex>
+#include <span>
+#include <string>
+#include <unordered_map>
+#include <vector>
+
+#include "backends/vulkan/vulkan_backend.h"
+
+namespace kiln::vulkan {
+
+struct CompiledShader {
+  std::vector<uint32_t> words;  // optimized and validated
+  ProgramLayout layout;         // reflected from the unoptimized module, as the source declares it
+};
+
+class ShaderCompiler {
+ public:
+  explicit ShaderCompiler(bool scalar_block_layout) : scalar_block_layout_(scalar_block_layout) {}
+
+  // Throws kiln::Error with shaderc's message (compile errors), the optimizer's, or spirv-val's.
+  CompiledShader compile_glsl(const std::string& name, const std::string& text);
+  // Throws kiln::Error naming `name` with the validator's messages when `words` is invalid.
+  void validate(const std::string& name, std::span<const uint32_t> words) const;
+  CompileStats stats() const;
+
+ private:
+  bool scalar_block_layout_;
+  mutable std::mutex mutex_;
+  std::unordered_map<std::string, CompiledShader> cache_;  // keyed by the source text's hash
+  CompileStats stats_;
+};
+
+// The kernel interface read from SPIR-V: storage-buffer bindings at set 0 (with readonly/writeonly),
+// push-constant block size and local size. Throws kiln::Error for descriptors kiln cannot bind.
+ProgramLayout reflect_layout(const std::string& name, std::span<const uint32_t> words);
+
+}  // namespace kiln::vulkan

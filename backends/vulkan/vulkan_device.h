@@ -1,0 +1,80 @@
+// Vulkan instance, physical-device choice, logical device with one compute queue, and the
+// capability query behind DeviceCaps. Every other piece of the backend borrows a VulkanDevice.
+#pragma once
+
+#include <vulkan/vulkan.h>
+
+#include <mutex>
+#include <string>
+#include <vector>
+
+#include "backends/backend.h"
+
+namespace kiln::vulkan {
+
+// Throws kiln::Error("vulkan: <what> failed: VK_ERROR_...") unless `result` is VK_SUCCESS.
+void check(VkResult result, const char* what);
+const char* result_name(VkResult result);
+
+// Owns a VkInstance (with the validation layer and messenger when KILN_VULKAN_VALIDATION=1).
+class Instance {
+ public:
+  // Throws kiln::Error when there is no Vulkan loader or driver.
+  explicit Instance(bool validation);
+  ~Instance();
+  Instance(const Instance&) = delete;
+  Instance& operator=(const Instance&) = delete;
+
+  VkInstance handle() const { return instance_; }
+  bool validation() const { return messenger_ != VK_NULL_HANDLE; }
+  // Devices usable by kiln (Vulkan 1.2, a compute queue), best first.
+  std::vector<VkPhysicalDevice> usable_devices(std::string* why_not) const;
+
+ private:
+  VkInstance instance_ = VK_NULL_HANDLE;
+  VkDebugUtilsMessengerEXT messenger_ = VK_NULL_HANDLE;
+};
+
+bool validation_requested();  // KILN_VULKAN_VALIDATION=1
+DeviceCaps query_caps(VkPhysicalDevice physical);
+std::string device_name(VkPhysicalDevice physical);
+
+// The logical device: one compute queue, the features kiln uses that the device has.
+class Device {
+ public:
+  explicit Device(VkPhysicalDevice physical);
+  ~Device();
+  Device(const Device&) = delete;
+  Device& operator=(const Device&) = delete;
+
+  VkDevice handle() const { return device_; }
+  VkPhysicalDevice physical() const { return physical_; }
+  VkQueue queue() const { return queue_; }
+  uint32_t queue_family() const { return queue_family_; }
+  const VkPhysicalDeviceProperties& properties() const { return properties_; }
+  const VkPhysicalDeviceMemoryProperties& memory_properties() const { return memory_properties_; }
+  const DeviceCaps& caps() const { return caps_; }
+  const std::string& name() const { return name_; }
+  uint32_t timestamp_valid_bits() const { return timestamp_valid_bits_; }
+  bool scalar_block_layout() const { return scalar_block_layout_; }
+
+  // Submits under the queue lock (queues need external synchronization) and waits on `fence`
+  // when asked.
+  void submit(VkCommandBuffer cmd, VkFence fence);
+  void wait_idle();
+
+ private:
+  VkPhysicalDevice physical_;
+  VkDevice device_ = VK_NULL_HANDLE;
+  VkQueue queue_ = VK_NULL_HANDLE;
+  uint32_t queue_family_ = 0;
+  uint32_t timestamp_valid_bits_ = 0;
+  bool scalar_block_layout_ = false;
+  VkPhysicalDeviceProperties properties_{};
+  VkPhysicalDeviceMemoryProperties memory_properties_{};
+  DeviceCaps caps_;
+  std::string name_;
+  std::mutex queue_mutex_;
+};
+
+}  // namespace kiln::vulkan

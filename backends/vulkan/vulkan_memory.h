@@ -1,0 +1,107 @@
+// Device memory for kiln buffers: a sub-allocator that carves large blocks into aligned ranges,
+// the VkBuffer-backed kiln::Buffer, and host<->device transfers (direct map or staging copies).
+#pragma once
+
+#include <vulkan/vulkan.h>
+
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <vector>
+
+#include "backends/backend.h"
+#include "backends/vulkan/vulkan_backend.h"
+#include "backends/vulkan/vulkan_device.h"
+
+namespace kiln::vulkan {
+
+struct MemoryBlock;
+
+struct Allocation {
+  MemoryBlock* block = nullptr;
+  VkDeviceMemory memory = VK_NULL_HANDLE;
+  VkDeviceSize offset = 0;
+  VkDeviceSize size = 0;
+  uint8_t* mapped = nullptr;  // host pointer when the memory is mapped (direct-map mode)
+};
+
+class MemoryAllocator {
+ public:
+  MemoryAllocator(Device& device, const VulkanOptions& options);
+  ~MemoryAllocator();
+  MemoryAllocator(const MemoryAllocator&) = delete;
+  MemoryAllocator& operator=(const MemoryAllocator&) = delete;
+
+  // Device-local memory for a storage buffer; throws kiln::Error when the heap is exhausted.
+  Allocation allocate(const VkMemoryRequirements& requirements);
+  void release(const Allocation& allocation);
+  // Host-visible memory (staging), dedicated and mapped.
+  Allocation allocate_host(const VkMemoryRequirements& requirements);
+
+  bool direct_map() const { return direct_map_; }
+  MemoryStats stats() const;
+
+ private:
+  uint32_t pick_type(uint32_t type_bits, VkMemoryPropertyFlags required) const;
+  MemoryBlock* new_block(uint32_t type, VkDeviceSize size, bool dedicated, bool map);
+  void free_block(MemoryBlock* block);
+
+  Device& device_;
+  VkDeviceSize block_bytes_;
+  bool direct_map_ = false;
+  VkMemoryPropertyFlags device_flags_ = 0;
+  std::vector<std::unique_ptr<MemoryBlock>> blocks_;
+  std::vector<VkDeviceSize> heap_reserved_;
+  size_t bytes_in_use_ = 0;
+  size_t buffers_ = 0;
+  mutable std::mutex mutex_;
+};
+
+// A kiln buffer: its own VkBuffer bound to a range of a shared block.
+class VulkanBuffer : public Buffer {
+ public:
+  // Throws kiln::Error (and leaks nothing) past maxStorageBufferRange or the device's memory.
+  VulkanBuffer(Device& device, MemoryAllocator& allocator, size_t bytes);
+  ~VulkanBuffer() override;
+
+  VkBuffer handle() const { return buffer_; }
+  VkDeviceSize range() const { return range_; }  // bytes rounded up to whole 16-byte words
+  uint8_t* mapped() const { return allocation_.mapped; }
+
+ private:
+  Device& device_;
+  MemoryAllocator& allocator_;
+  VkBuffer buffer_ = VK_NULL_HANDLE;
+  VkDeviceSize range_ = 0;
+  Allocation allocation_;
+};
+
+// Upload/download: memcpy when buffers are mapped, else chunked copies through a staging buffer.
+class Transfer {
+ public:
+  Transfer(Device& device, MemoryAllocator& allocator);
+  ~Transfer();
+  Transfer(const Transfer&) = delete;
+  Transfer& operator=(const Transfer&) = delete;
+
+  void upload(VulkanBuffer& dst, const void* src, size_t bytes, size_t offset);
+  void download(const VulkanBuffer& src, void* dst, size_t bytes, size_t offset);
+
+ private:
+  void ensure_staging();
+  void copy(VkBuffer from, VkDeviceSize from_offset, VkBuffer to, VkDeviceSize to_offset,
+            VkDeviceSize bytes);
+
+  static constexpr VkDeviceSize kStagingBytes = 16ull << 20;
+  Device& device_;
+  MemoryAllocator& allocator_;
+  VkCommandPool pool_ = VK_NULL_HANDLE;
+  VkCommandBuffer cmd_ = VK_NULL_HANDLE;
+  VkFence fence_ = VK_NULL_HANDLE;
+  VkBuffer staging_ = VK_NULL_HANDLE;
+  Allocation staging_memory_;
+  std::mutex mutex_;
+};
+
+}  // namespace kiln::vulkan

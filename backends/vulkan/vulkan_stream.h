@@ -1,0 +1,54 @@
+// A Vulkan stream: launches recorded into command buffers with only the barriers hazards need,
+// record-once/replay-many, fence sync and per-dispatch timestamps.
+#pragma once
+
+#include <vulkan/vulkan.h>
+
+#include <memory>
+#include <set>
+#include <string>
+#include <vector>
+
+#include "backends/vulkan/vulkan_backend.h"
+#include "backends/vulkan/vulkan_device.h"
+
+namespace kiln::vulkan {
+
+// Launches outside recording go into an eager batch submitted at sync(); launches between
+// begin_recording() and end_recording() go into a batch that replay() submits again and again.
+// Buffers and programs must outlive the batches that use them.
+class CommandStream : public VulkanStream {
+ public:
+  explicit CommandStream(Device& device);
+  ~CommandStream() override;
+
+  void launch(const Launch& launch) override;
+  void begin_recording() override;
+  void end_recording() override;
+  void replay() override;
+  void sync() override;
+  // Timings of the dispatches completed since the previous call, in launch order (call after sync).
+  std::vector<KernelTiming> timings() override;
+  StreamStats stats() const override { return stats_; }
+
+ private:
+  struct Batch;
+  void begin(Batch& batch);
+  void end(Batch& batch);
+  void submit(Batch& batch);
+  void wait(Batch& batch);
+  void record(Batch& batch, const Launch& launch);
+  VkDescriptorSet allocate_set(Batch& batch, VkDescriptorSetLayout layout);
+  VkQueryPool query_pool_for(Batch& batch, size_t launch_index);
+
+  Device& device_;
+  VkCommandPool command_pool_ = VK_NULL_HANDLE;
+  std::unique_ptr<Batch> eager_;
+  std::unique_ptr<Batch> recorded_;
+  enum class Recording { None, Active, Done } recording_ = Recording::None;
+  bool timestamps_ = false;
+  std::vector<KernelTiming> timings_;
+  StreamStats stats_;
+};
+
+}  // namespace kiln::vulkan
