@@ -50,7 +50,7 @@ MemoryAllocator::MemoryAllocator(Device& device, const VulkanOptions& options)
     if ((mem.memoryTypes[t].propertyFlags & unified) == unified &&
         mem.memoryTypes[t].heapIndex == biggest_heap)
       direct_map_ = !options.force_staging;
-  device_flags_ = direct_map_ ? unified : VK_MEMORY_PROPERTY_DEVICE_LOCAL_BIT;
+  device_flags_ = direct_map_ ? unified : VkMemoryPropertyFlags(VK_MEMORY_PROPERTY_DEVICE_LOCAL_BIT);
   block_bytes_ = std::min<VkDeviceSize>(block_bytes_, mem.memoryHeaps[biggest_heap].size / 4);
 }
 

@@ -27,6 +27,13 @@ bool to_floating(const std::string& s, F* out) {
   return res.ec == std::errc() && res.ptr == s.data() + s.size();
 }
 
+// Digits with an optional sign: an integer, even when too large to be one (then an error, not
+// silently a float).
+bool looks_integral(const std::string& s) {
+  size_t start = !s.empty() && s[0] == '-' ? 1 : 0;
+  return s.size() > start && s.find_first_not_of("0123456789", start) == std::string::npos;
+}
+
 // Text of one list element and where it starts, for error positions.
 struct Chunk {
   std::string text;
@@ -46,7 +53,7 @@ class Parser {
     if (!eat(')')) {
       do {
         size_t at = here();
-        std::string id = def_ref();
+        std::string id = ref_name();
         expect(':', "after the input's value id");
         TensorType type = parse_type();
         std::string value_name = at_char('"') ? string_literal() : "";
@@ -234,7 +241,6 @@ class Parser {
     pos_ = end;
     return id;
   }
-  std::string def_ref() { return ref_name(); }
   Value* use_ref() {
     size_t at = here();
     std::string id = ref_name();
@@ -294,6 +300,7 @@ class Parser {
     int64_t i;
     double f;
     if (to_int64(t, &i)) return i;
+    if (looks_integral(t)) fail_at(at, "expected an integer within i64 range");
     if (to_floating(t, &f)) return f;
     fail_at(at, "expected an attribute value (number, string, list, dtype, true/false, dense<...>)");
   }
@@ -306,6 +313,7 @@ class Parser {
       int64_t i;
       double f;
       if (to_int64(c.text, &i)) continue;
+      if (looks_integral(c.text)) fail_at(c.pos, "expected an integer within i64 range");
       all_int = false;
       if (to_floating(c.text, &f)) any_float = true;
     }
@@ -521,7 +529,7 @@ class Parser {
     if (at_char('%')) {
       do {
         size_t at = here();
-        results.push_back({def_ref(), at, {}, {}});
+        results.push_back({ref_name(), at, {}, {}});
       } while (eat(','));
       expect(':', "after the result ids");
       for (size_t i = 0; i < results.size(); ++i) {

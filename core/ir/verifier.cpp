@@ -116,15 +116,21 @@ class Verifier {
     if (def) {
       try {
         AttrMap complete = complete_attrs(n.kind, n.attrs, n.provenance);
-        std::string missing;
-        for (const auto& [name, value] : complete)
+        // complete_attrs only fills defaults and converts coercible types (int -> float), so
+        // any difference from what is stored is a missing or a converted attribute.
+        std::string missing, converted;
+        for (const auto& [name, value] : complete) {
           if (!n.attrs.has(name)) missing += (missing.empty() ? "'" : ", '") + name + "'";
-        if (!missing.empty()) {
+          else if (attr_type(n.attrs.get(name)) != attr_type(value))
+            converted += (converted.empty() ? "'" : ", '") + name + "' is " +
+                         attr_type_name(attr_type(n.attrs.get(name))) + ", declared " +
+                         attr_type_name(attr_type(value));
+        }
+        if (!missing.empty())
           report(who, "attributes are incomplete: missing " + missing +
                           " (add_node fills defaults; write every attribute)");
-        } else if (!(complete == n.attrs)) {
-          report(who, "attributes are not in their declared types");  // e.g. ints where floats
-        }
+        if (!converted.empty())
+          report(who, "attributes are not in their declared types: " + converted);
       } catch (const Error& e) {
         report(who, e.what());
         typable = false;

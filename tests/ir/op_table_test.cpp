@@ -5,6 +5,7 @@
 
 #include "backends/cpu/cpu_kernel.h"
 #include "core/ir/op.h"
+#include "core/support/error.h"
 
 namespace kiln {
 namespace {

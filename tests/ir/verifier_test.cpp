@@ -103,7 +103,7 @@ TEST(Verifier, AttributeInACoercibleButUndeclaredTypeIsReported) {
   Value* x = g.add_input(kF23);
   Node* n = g.add_node_typed(OpKind::LeakyRelu, {x}, {{"alpha", int64_t(1)}}, {kF23}, {});
   g.set_outputs({n->output()});
-  expect_one_problem(g, {"node 0 'leaky_relu'", "not in their declared types"});
+  expect_one_problem(g, {"node 0 'leaky_relu'", "not in their declared types: 'alpha' is int, declared float"});
 }
 
 TEST(Verifier, WrittenShapeDifferentFromTheShapeRuleIsReported) {

@@ -1,6 +1,7 @@
 # Compiles fixed GLSL compute shaders with glslc at build time and embeds them as uint32 arrays.
 # kiln_embed_spirv(<target> <out_dir> <shader.comp>...) writes <out_dir>/<name>.spv.inc (the words as
-# "0x07230203,...", glslc -mfmt=num) and adds them as sources of <target>, so editing a shader rebuilds.
+# "0x07230203,...", glslc -mfmt=num) and creates custom target <target> that builds them; make the
+# consuming library depend on it. Sources #including an .inc rebuild through their depfiles.
 function(kiln_embed_spirv target out_dir)
   find_program(KILN_GLSLC glslc)
   if(NOT KILN_GLSLC)
@@ -20,6 +21,5 @@ function(kiln_embed_spirv target out_dir)
       VERBATIM)
     list(APPEND outputs ${out})
   endforeach()
-  target_sources(${target} PRIVATE ${outputs})
-  set_source_files_properties(${outputs} PROPERTIES HEADER_FILE_ONLY ON)
+  add_custom_target(${target} DEPENDS ${outputs})
 endfunction()

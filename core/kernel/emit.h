@@ -1,0 +1,36 @@
+// The one C-like emitter: prints a Kernel as GLSL (Vulkan) or CUDA C. Every statement carries a
+// comment naming the graph nodes it computes, and the result maps each source line to them.
+#pragma once
+
+#include <array>
+#include <cstdint>
+#include <functional>
+#include <string>
+#include <vector>
+
+#include "core/kernel/kernel.h"
+
+namespace kiln::kernel {
+
+enum class Dialect { Glsl, Cuda };
+
+struct EmitOptions {
+  Dialect dialect = Dialect::Glsl;
+  int workgroup_size = 256;
+  // Text for a graph node id in origin comments, e.g. "%7 add @ model.cpp:12 [encoder.0]".
+  std::function<std::string(int)> describe_origin;
+};
+
+struct EmittedKernel {
+  std::string source;
+  std::string entry = "main";
+  std::vector<std::vector<int>> line_origins;  // per source line (0-based): origin node ids
+  int workgroup_size = 256;
+};
+
+EmittedKernel emit(const Kernel& kernel, const EmitOptions& options);
+
+// Workgroups to launch for `elements` iterations (x, y): y > 1 when x would pass the 65535 limit.
+std::array<uint32_t, 3> launch_groups(int64_t elements, int workgroup_size);
+
+}  // namespace kiln::kernel
