@@ -7,13 +7,22 @@
 
 namespace kiln {
 
+namespace {
+// "kiln::Tensor SmallCnn::forward(const kiln::Tensor&)" -> "SmallCnn::forward".
+std::string short_function(const std::string& signature) {
+  std::string name = signature.substr(0, signature.find('('));
+  size_t space = name.find_last_of(' ');
+  return space == std::string::npos ? name : name.substr(space + 1);
+}
+}  // namespace
+
 std::string Origin::str() const {
   std::string s;
   if (!imported.empty()) s = "node '" + imported + "'";
   if (!file.empty()) {
     if (!s.empty()) s += " ";
     s += short_path(file) + ":" + std::to_string(line);
-    if (!function.empty()) s += " (" + function + ")";
+    if (!function.empty()) s += " (" + short_function(function) + ")";
   }
   if (!scope.empty()) s += " [" + scope + "]";
   return s.empty() ? "<unknown>" : s;
