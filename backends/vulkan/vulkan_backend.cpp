@@ -81,6 +81,7 @@ class VulkanBackendImpl : public VulkanBackend {
 
   MemoryStats memory_stats() const override { return allocator_->stats(); }
   CompileStats compile_stats() const override { return compiler_->stats(); }
+  void debug_message(const std::string& text) override { instance_.submit_message(text); }
   std::string driver_info() const override {
     VkPhysicalDeviceDriverProperties driver{VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_DRIVER_PROPERTIES};
     VkPhysicalDeviceProperties2 props{VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_PROPERTIES_2};

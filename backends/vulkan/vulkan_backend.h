@@ -81,6 +81,8 @@ class VulkanBackend : public Backend {
   virtual MemoryStats memory_stats() const = 0;
   virtual CompileStats compile_stats() const = 0;
   virtual std::string driver_info() const = 0;
+  // Sends a warning through the validation messenger, to prove messages are collected.
+  virtual void debug_message(const std::string& text) = 0;
 };
 
 std::unique_ptr<VulkanBackend> open_backend(int index, const VulkanOptions& options = {});

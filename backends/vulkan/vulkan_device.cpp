@@ -249,6 +249,17 @@ Instance::~Instance() {
   vkDestroyInstance(instance_, nullptr);
 }
 
+void Instance::submit_message(const std::string& text) const {
+  if (!messenger_) return;
+  auto submit = reinterpret_cast<PFN_vkSubmitDebugUtilsMessageEXT>(
+      vkGetInstanceProcAddr(instance_, "vkSubmitDebugUtilsMessageEXT"));
+  if (!submit) return;
+  VkDebugUtilsMessengerCallbackDataEXT data{VK_STRUCTURE_TYPE_DEBUG_UTILS_MESSENGER_CALLBACK_DATA_EXT};
+  data.pMessage = text.c_str();
+  submit(instance_, VK_DEBUG_UTILS_MESSAGE_SEVERITY_WARNING_BIT_EXT,
+         VK_DEBUG_UTILS_MESSAGE_TYPE_GENERAL_BIT_EXT, &data);
+}
+
 std::vector<VkPhysicalDevice> Instance::usable_devices(std::string* why_not) const {
   uint32_t count = 0;
   check(vkEnumeratePhysicalDevices(instance_, &count, nullptr), "vkEnumeratePhysicalDevices");

@@ -27,6 +27,8 @@ class Instance {
 
   VkInstance handle() const { return instance_; }
   bool validation() const { return messenger_ != VK_NULL_HANDLE; }
+  // Sends `text` through the debug-utils messenger as a warning (no-op without validation).
+  void submit_message(const std::string& text) const;
   // Devices usable by kiln (Vulkan 1.2, a compute queue), best first.
   std::vector<VkPhysicalDevice> usable_devices(std::string* why_not) const;
 

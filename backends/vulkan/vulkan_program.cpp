@@ -176,6 +176,19 @@ ComputeProgram::ComputeProgram(Device& device, VkPipelineCache cache, std::strin
                 " storage buffers; " + device.name() + " allows " +
                 std::to_string(limits.maxPerStageDescriptorStorageBuffers) + " per stage");
 
+  uint64_t invocations = 1;
+  for (int i = 0; i < 3; ++i) {
+    invocations *= layout_.local_size[i];
+    if (layout_.local_size[i] > limits.maxComputeWorkGroupSize[i])
+      throw Error("vulkan: '" + name_ + "' has local_size " + "xyz"[i] + " = " +
+                  std::to_string(layout_.local_size[i]) + "; " + device.name() + " allows " +
+                  std::to_string(limits.maxComputeWorkGroupSize[i]));
+  }
+  if (invocations > limits.maxComputeWorkGroupInvocations)
+    throw Error("vulkan: '" + name_ + "' has " + std::to_string(invocations) +
+                " invocations per workgroup; " + device.name() + " allows " +
+                std::to_string(limits.maxComputeWorkGroupInvocations));
+
   VkShaderModule module = VK_NULL_HANDLE;
   try {
     std::vector<VkDescriptorSetLayoutBinding> bindings(layout_.buffers);

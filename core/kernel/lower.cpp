@@ -63,6 +63,14 @@ LoweredOp lower_op(OpKind kind, const AttrMap& attrs, const std::vector<TensorTy
       return lower_pointwise(kind, attrs, inputs, outputs, origin);
     case OpFamily::Reduce:
       return lower_reduce(kind, attrs, inputs, outputs, origin);
+    case OpFamily::Shape:
+      return lower_shape(kind, attrs, inputs, outputs, origin);
+    case OpFamily::Linalg:
+      return lower_linalg(kind, attrs, inputs, outputs, origin);
+    case OpFamily::Conv:
+      return lower_conv(kind, attrs, inputs, outputs, origin);
+    case OpFamily::Norm:
+      return lower_norm(kind, attrs, inputs, outputs, origin);
     default:
       throw Error("op '" + std::string(op_name(kind)) + "' has no kernel lowering yet");
   }

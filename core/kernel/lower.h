@@ -51,5 +51,13 @@ LoweredOp lower_pointwise(OpKind kind, const AttrMap& attrs, const std::vector<T
                           const std::vector<TensorType>& outputs, int origin);
 LoweredOp lower_reduce(OpKind kind, const AttrMap& attrs, const std::vector<TensorType>& inputs,
                        const std::vector<TensorType>& outputs, int origin);
+LoweredOp lower_shape(OpKind kind, const AttrMap& attrs, const std::vector<TensorType>& inputs,
+                      const std::vector<TensorType>& outputs, int origin);
+LoweredOp lower_linalg(OpKind kind, const AttrMap& attrs, const std::vector<TensorType>& inputs,
+                       const std::vector<TensorType>& outputs, int origin);
+LoweredOp lower_conv(OpKind kind, const AttrMap& attrs, const std::vector<TensorType>& inputs,
+                     const std::vector<TensorType>& outputs, int origin);
+LoweredOp lower_norm(OpKind kind, const AttrMap& attrs, const std::vector<TensorType>& inputs,
+                     const std::vector<TensorType>& outputs, int origin);
 
 }  // namespace kiln::kernel

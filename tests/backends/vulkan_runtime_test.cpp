@@ -140,6 +140,26 @@ TEST_F(VulkanRuntime, EnumerationFindsLavapipeLastWithItsCaps) {
   }
 }
 
+TEST_F(VulkanRuntime, ValidationMessagesAreCollectedAndCleared) {
+  if (!vulkan::validation_active()) GTEST_SKIP() << "VK_LAYER_KHRONOS_validation is not installed";
+  backend_->debug_message("kiln messenger self-test");
+  auto messages = vulkan::validation_messages();
+  ASSERT_EQ(messages.size(), 1u);
+  EXPECT_NE(messages[0].find("kiln messenger self-test"), std::string::npos) << messages[0];
+  vulkan::clear_validation_messages();
+  EXPECT_TRUE(vulkan::validation_messages().empty());
+}
+
+TEST_F(VulkanRuntime, OversizedWorkgroupIsRejectedBeforeThePipeline) {
+  std::string text = "#version 450\nlayout(local_size_x = 1024, local_size_y = 1024) in;\nvoid main() {}\n";
+  try {
+    backend_->compile({"huge_group", "glsl", text});
+    FAIL() << "compile should throw";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("huge_group"), std::string::npos) << e.what();
+  }
+}
+
 TEST_F(VulkanRuntime, OpsAreNotSupportedYetAndExecuteSaysWhich) {
   EXPECT_FALSE(backend_->supports(OpKind::Neg, DType::F32));
   AttrMap attrs;
@@ -335,12 +355,12 @@ TEST_F(VulkanRuntime, CompileErrorCarriesShadercMessageAndSourceName) {
 TEST_F(VulkanRuntime, InvalidSpirvFailsValidationWithSourceName) {
   auto words = vulkan::fixed_shader("fill");
   std::vector<uint32_t> broken(words.begin(), words.end());
-  // Drop the OpExecutionMode LocalSize instruction's operands: the module stays parseable but the
-  // entry point no longer has a local size, which spirv-val rejects for a GLCompute shader.
+  // Drop OpEntryPoint: the module still parses, but a shader module without an entry point (and
+  // no Linkage capability) is invalid, and its OpExecutionMode now names no entry point.
   bool removed = false;
   for (size_t i = 5; i < broken.size();) {
     uint32_t count = broken[i] >> 16, op = broken[i] & 0xffff;
-    if (op == 16 /*OpExecutionMode*/) {
+    if (op == 15 /*OpEntryPoint*/) {
       broken.erase(broken.begin() + long(i), broken.begin() + long(i + count));
       removed = true;
       break;

@@ -1,0 +1,2 @@
+// (tests to be written)
+#include <gtest/gtest.h>
