@@ -9,11 +9,18 @@ namespace kiln {
 
 BackendFactory cpu_backend_factory();
 BackendFactory null_backend_factory();
+#ifdef KILN_HAVE_VULKAN
+BackendFactory vulkan_backend_factory();
+#endif
 
 namespace {
 
 std::vector<BackendFactory> factories() {
-  return {cpu_backend_factory(), null_backend_factory()};
+  return {
+#ifdef KILN_HAVE_VULKAN
+      vulkan_backend_factory(),
+#endif
+      cpu_backend_factory(), null_backend_factory()};
 }
 
 // Best first; the null backend is never chosen automatically.

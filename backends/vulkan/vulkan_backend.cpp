@@ -4,6 +4,7 @@
 
 #include <mutex>
 
+#include "backends/kernel_runner.h"
 #include "backends/vulkan/vulkan_compiler.h"
 #include "backends/vulkan/vulkan_device.h"
 #include "backends/vulkan/vulkan_memory.h"
@@ -45,7 +46,13 @@ class VulkanBackendImpl : public VulkanBackend {
   int index() const override { return index_; }
   std::string name() const override { return device_->name(); }
   DeviceCaps caps() const override { return device_->caps(); }
-  bool supports(OpKind, DType) const override { return false; }  // eager kernels come later
+  bool supports(OpKind, DType dtype) const override {
+    const DeviceCaps& c = device_->caps();
+    if (dtype == DType::F64) return c.f64;
+    if (dtype == DType::I64) return c.int64;
+    if (dtype == DType::F16 || dtype == DType::BF16) return c.f16;
+    return true;
+  }
 
   std::unique_ptr<Buffer> alloc(size_t bytes) override {
     return std::make_unique<VulkanBuffer>(*device_, *allocator_, bytes);
@@ -57,9 +64,7 @@ class VulkanBackendImpl : public VulkanBackend {
     transfer_->download(as_vulkan(src), dst, bytes, offset);
   }
 
-  void execute(const OpRun& run) override {
-    throw Error("op '" + std::string(op_name(run.kind)) + "' has no Vulkan kernel yet");
-  }
+  void execute(const OpRun& run) override { runner_.run(run); }
 
   std::unique_ptr<Program> compile(const ProgramSource& source) override {
     if (source.language != "glsl")
@@ -105,6 +110,7 @@ class VulkanBackendImpl : public VulkanBackend {
   std::unique_ptr<Transfer> transfer_;
   std::unique_ptr<ShaderCompiler> compiler_;
   VkPipelineCache pipeline_cache_ = VK_NULL_HANDLE;
+  KernelRunner runner_{*this, kernel::Dialect::Glsl};  // last: its programs die first
 };
 
 }  // namespace

@@ -1,12 +1,244 @@
-// Lowering of the conv ops to kernel IR (to be written).
-#include "core/kernel/lower.h"
+// Lowering of conv, conv_transpose and the pools to Reduce kernels over the window of one output
+// element. Out-of-input taps are masked with a select over a clamped (always in-bounds) load.
+#include <cmath>
+#include <limits>
+
+#include "core/kernel/lower_util.h"
 #include "core/support/error.h"
 
 namespace kiln::kernel {
+namespace {
 
-LoweredOp lower_conv(OpKind kind, const AttrMap&, const std::vector<TensorType>&,
-                   const std::vector<TensorType>&, int) {
-  throw Error("op '" + std::string(op_name(kind)) + "' has no kernel lowering yet");
+using namespace util;
+
+// Per spatial dim attributes, ONNX defaults for empty lists (as the shape rule).
+std::vector<int64_t> spatial_attr(const AttrMap& attrs, const std::string& name, size_t spatial,
+                                  size_t per_dim, int64_t fill) {
+  std::vector<int64_t> v = attrs.has(name) ? attrs.get_ints(name) : std::vector<int64_t>{};
+  if (v.empty()) v.assign(spatial * per_dim, fill);
+  return v;
+}
+
+// Geometry of one spatial dim: input size, kernel size (param or constant), attributes.
+struct Axis {
+  ExprRef size;    // input extent
+  ExprRef kernel;  // window taps
+  int64_t stride = 1, pad = 0, pad_end = 0, dilation = 1;
+};
+
+std::vector<Axis> axes_of(KernelBuilder& b, const AttrMap& attrs, const Shape& x,
+                          const Shape& kernel) {
+  const size_t spatial = x.size() - 2;
+  const auto stride = spatial_attr(attrs, "stride", spatial, 1, 1);
+  const auto pads = spatial_attr(attrs, "padding", spatial, 2, 0);
+  const auto dilation = spatial_attr(attrs, "dilation", spatial, 1, 1);
+  std::vector<Axis> axes(spatial);
+  for (size_t i = 0; i < spatial; ++i) {
+    axes[i].size = b.param_for(x[2 + i]);
+    axes[i].kernel = b.param_for(kernel[i]);
+    axes[i].stride = stride[i];
+    axes[i].pad = pads[i];
+    axes[i].pad_end = pads[spatial + i];
+    axes[i].dilation = dilation[i];
+  }
+  return axes;
+}
+
+// Splits the loop counter r into (outer, tap_0, ..., tap_{s-1}), taps row-major innermost.
+std::vector<ExprRef> split_taps(const std::vector<Axis>& axes, ExprRef& outer) {
+  std::vector<ExprRef> taps(axes.size());
+  ExprRef rest = reduction_index();
+  for (size_t i = axes.size(); i-- > 0;) {
+    taps[i] = imod(rest, axes[i].kernel);
+    rest = idiv(rest, axes[i].kernel);
+  }
+  outer = rest;
+  return taps;
+}
+
+// Shape of the window: the kernel dims of a weight, or the pool's "kernel" attribute.
+Shape weight_kernel(const TensorType& w) { return Shape(w.shape.begin() + 2, w.shape.end()); }
+
+LoweredKernel conv(const AttrMap& attrs, const std::vector<TensorType>& in, const TensorType& out,
+                   int origin) {
+  const TensorType& x = in[0];
+  const TensorType& w = in[1];
+  KernelBuilder b(kernel_name(OpKind::Conv, out.dtype, out.rank()), KernelKind::Reduce, out.shape);
+  int xs = b.add_buffer(x.dtype, false);
+  int ws = b.add_buffer(w.dtype, false);
+  int bias_s = in.size() == 3 ? b.add_buffer(in[2].dtype, false) : -1;
+  int os = b.add_buffer(out.dtype, true);
+  const int64_t groups = attrs.get_int("groups");
+  std::vector<Axis> axes = axes_of(b, attrs, x.shape, weight_kernel(w));
+  ExprRef cg = b.param_for(w.shape[1]);                   // input channels per group
+  ExprRef og = b.param_for(out.shape[1] / SymInt(groups));  // output channels per group
+  ExprRef o = coord(1);
+  ExprRef ci;
+  std::vector<ExprRef> taps = split_taps(axes, ci);
+  ExprRef channel = iadd(imul(idiv(o, og), cg), ci);
+  std::vector<ExprRef> xc = {coord(0), channel};
+  ExprRef inside;
+  for (size_t i = 0; i < axes.size(); ++i) {
+    const Axis& a = axes[i];
+    ExprRef pos = iadd(isub(imul(coord(int(2 + i)), iconst(a.stride)), iconst(a.pad)),
+                       imul(taps[i], iconst(a.dilation)));
+    inside = land(inside, in_range(pos, a.size));
+    xc.push_back(clamp_index(pos, a.size));
+  }
+  DType acc = accumulate_in(out.dtype);
+  ExprRef xv = cast(load(xs, x.dtype, strided_offset(b, xc, x.shape)), acc);
+  xv = select(inside, xv, constant(0, acc));
+  // Weight [O, C/groups, *kernel] is contiguous in (ci, taps): r is the offset within row o.
+  ExprRef w_off = iadd(imul(o, b.param_for(product(w.shape, 1, w.rank()))), reduction_index());
+  ExprRef body = fmul(xv, cast(load(ws, w.dtype, w_off), acc), acc);
+  ExprRef result = accumulator(acc);
+  if (bias_s >= 0) result = fadd(result, cast(load(bias_s, in[2].dtype, o), acc), acc);
+  SymInt extent = product(w.shape, 1, w.rank());
+  return finish_reduce(b, OpKind::Sum, acc, extent, body, os, out.dtype, result, origin);
+}
+
+// Output position p receives input i through tap k when p + pad - k*dil == i*stride.
+LoweredKernel conv_transpose(const AttrMap& attrs, const std::vector<TensorType>& in,
+                             const TensorType& out, int origin) {
+  const TensorType& x = in[0];
+  const TensorType& w = in[1];
+  KernelBuilder b(kernel_name(OpKind::ConvTranspose, out.dtype, out.rank()), KernelKind::Reduce,
+                  out.shape);
+  int xs = b.add_buffer(x.dtype, false);
+  int ws = b.add_buffer(w.dtype, false);
+  int bias_s = in.size() == 3 ? b.add_buffer(in[2].dtype, false) : -1;
+  int os = b.add_buffer(out.dtype, true);
+  const int64_t groups = attrs.get_int("groups");
+  std::vector<Axis> axes = axes_of(b, attrs, x.shape, weight_kernel(w));
+  ExprRef og = b.param_for(w.shape[1]);                    // output channels per group
+  ExprRef cg = b.param_for(x.shape[1] / SymInt(groups));   // input channels per group
+  ExprRef o = coord(1);
+  ExprRef ci;
+  std::vector<ExprRef> taps = split_taps(axes, ci);
+  ExprRef group = idiv(o, og);
+  ExprRef channel = iadd(imul(group, cg), ci);
+  std::vector<ExprRef> xc = {coord(0), channel};
+  std::vector<ExprRef> wc = {channel, imod(o, og)};
+  ExprRef hit;
+  for (size_t i = 0; i < axes.size(); ++i) {
+    const Axis& a = axes[i];
+    ExprRef num = isub(iadd(coord(int(2 + i)), iconst(a.pad)), imul(taps[i], iconst(a.dilation)));
+    // Division and modulo run on a non-negative value (GLSL % is undefined below 0); a negative
+    // num is rejected by the range test anyway.
+    ExprRef safe = imax(num, iconst(0));
+    ExprRef pos = idiv(safe, iconst(a.stride));
+    ExprRef ok = land(ige(num, iconst(0)), ilt(pos, a.size));
+    if (a.stride != 1) ok = land(ok, ieq(imod(safe, iconst(a.stride)), iconst(0)));
+    hit = land(hit, ok);
+    xc.push_back(imin(pos, isub(a.size, iconst(1))));
+    wc.push_back(taps[i]);
+  }
+  DType acc = accumulate_in(out.dtype);
+  ExprRef xv = cast(load(xs, x.dtype, strided_offset(b, xc, x.shape)), acc);
+  ExprRef wv = cast(load(ws, w.dtype, strided_offset(b, wc, w.shape)), acc);
+  ExprRef body = select(hit, fmul(xv, wv, acc), constant(0, acc));
+  ExprRef result = accumulator(acc);
+  if (bias_s >= 0) result = fadd(result, cast(load(bias_s, in[2].dtype, o), acc), acc);
+  SymInt extent = (x.shape[1] / SymInt(groups)) * product(w.shape, 2, w.rank());
+  return finish_reduce(b, OpKind::Sum, acc, extent, body, os, out.dtype, result, origin);
+}
+
+// The smallest value of t: the identity of max over padded taps.
+double lowest(DType t) {
+  switch (t) {
+    case DType::I32: return double(std::numeric_limits<int32_t>::min());
+    case DType::I64: return double(std::numeric_limits<int64_t>::min());
+    case DType::U8: return 0;
+    default: return -INFINITY;
+  }
+}
+
+// max_pool and avg_pool: one Reduce over the kh*kw taps of each output element's window.
+LoweredKernel pool(OpKind kind, const AttrMap& attrs, const TensorType& x, const TensorType& out,
+                   int origin) {
+  KernelBuilder b(kernel_name(kind, out.dtype, out.rank()), KernelKind::Reduce, out.shape);
+  int xs = b.add_buffer(x.dtype, false);
+  int os = b.add_buffer(out.dtype, true);
+  Shape kernel;
+  for (int64_t k : attrs.get_ints("kernel")) kernel.push_back(SymInt(k));
+  // avg_pool has no dilation attribute: axes_of then uses 1.
+  std::vector<Axis> axes = axes_of(b, attrs, x.shape, kernel);
+  ExprRef unused;
+  std::vector<ExprRef> taps = split_taps(axes, unused);
+  std::vector<ExprRef> xc = {coord(0), coord(1)};
+  ExprRef inside;
+  std::vector<ExprRef> starts;
+  for (size_t i = 0; i < axes.size(); ++i) {
+    const Axis& a = axes[i];
+    ExprRef start = isub(imul(coord(int(2 + i)), iconst(a.stride)), iconst(a.pad));
+    starts.push_back(start);
+    ExprRef pos = iadd(start, imul(taps[i], iconst(a.dilation)));
+    inside = land(inside, in_range(pos, a.size));
+    xc.push_back(clamp_index(pos, a.size));
+  }
+  DType acc = accumulate_in(out.dtype);
+  ExprRef xv = cast(load(xs, x.dtype, strided_offset(b, xc, x.shape)), acc);
+  if (kind == OpKind::MaxPool) {
+    ExprRef body = select(inside, xv, constant(lowest(acc), acc));
+    return finish_reduce(b, OpKind::ReduceMax, acc, numel(kernel), body, os, out.dtype,
+                         accumulator(acc), origin);
+  }
+  // Divisor: the window clipped to the padded input (count_include_pad) or to the input itself;
+  // with ceil_mode a window may hang past the end padding, and that part never counts.
+  const bool include_pad = attrs.get_bool("count_include_pad");
+  ExprRef count = iconst(1);
+  for (size_t i = 0; i < axes.size(); ++i) {
+    const Axis& a = axes[i];
+    ExprRef end = iadd(starts[i], a.kernel);
+    ExprRef extent = include_pad
+                         ? isub(imin(end, iadd(a.size, iconst(a.pad_end))), starts[i])
+                         : isub(imin(end, a.size), imax(starts[i], iconst(0)));
+    count = imul(count, extent);
+  }
+  count = imax(count, iconst(1));
+  ExprRef body = select(inside, xv, constant(0, acc));
+  ExprRef result = fdiv(accumulator(acc), cast(count, acc), acc);
+  return finish_reduce(b, OpKind::Sum, acc, numel(kernel), body, os, out.dtype, result, origin);
+}
+
+// Mean over every spatial element of each (n, c) plane; the output's linear index is the plane.
+LoweredKernel global_avg_pool(const TensorType& x, const TensorType& out, int origin) {
+  KernelBuilder b(kernel_name(OpKind::GlobalAvgPool, out.dtype, out.rank()), KernelKind::Reduce,
+                  out.shape);
+  int xs = b.add_buffer(x.dtype, false);
+  int os = b.add_buffer(out.dtype, true);
+  SymInt size = product(x.shape, 2, x.rank());
+  ExprRef s = b.param_for(size);
+  DType acc = accumulate_in(out.dtype);
+  ExprRef body = cast(load(xs, x.dtype, iadd(imul(linear_index(), s), reduction_index())), acc);
+  ExprRef result = fdiv(accumulator(acc), cast(s, acc), acc);
+  return finish_reduce(b, OpKind::Sum, acc, size, body, os, out.dtype, result, origin);
+}
+
+}  // namespace
+
+LoweredOp lower_conv(OpKind kind, const AttrMap& attrs, const std::vector<TensorType>& inputs,
+                     const std::vector<TensorType>& outputs, int origin) {
+  const TensorType& out = outputs.at(0);
+  LoweredOp lowered;
+  std::vector<int> binding;
+  for (size_t i = 0; i <= inputs.size(); ++i) binding.push_back(int(i));
+  switch (kind) {
+    case OpKind::Conv:
+      lowered.steps.push_back({conv(attrs, inputs, out, origin), binding});
+      return lowered;
+    case OpKind::ConvTranspose:
+      lowered.steps.push_back({conv_transpose(attrs, inputs, out, origin), binding});
+      return lowered;
+    case OpKind::MaxPool: case OpKind::AvgPool:
+      lowered.steps.push_back({pool(kind, attrs, inputs.at(0), out, origin), binding});
+      return lowered;
+    case OpKind::GlobalAvgPool:
+      lowered.steps.push_back({global_avg_pool(inputs.at(0), out, origin), binding});
+      return lowered;
+    default:
+      throw Error("op '" + std::string(op_name(kind)) + "' is not a conv op");
+  }
 }
 
 }  // namespace kiln::kernel

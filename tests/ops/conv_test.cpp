@@ -91,8 +91,10 @@ void expect_conv2d_matches(const ConvCase& c, uint64_t seed, DType dtype = DType
   const Dims64 wd = {c.out_channels, c.x[1] / c.p.groups, c.kh, c.kw};
   Tensor tx = from_vector(uniform_values(size_t(product(c.x)), seed), c.x).to(dtype);
   Tensor tw = from_vector(uniform_values(size_t(product(wd)), seed + 1), wd).to(dtype);
-  Tensor tb = c.bias ? from_vector(uniform_values(size_t(c.out_channels), seed + 2), {c.out_channels}).to(dtype)
-                     : Tensor();
+  Tensor tb = c.bias
+                  ? from_vector(uniform_values(size_t(c.out_channels), seed + 2), {c.out_channels})
+                        .to(dtype)
+                  : Tensor();
   Dims64 od;
   std::vector<double> expected = naive_conv(values(tx), c.x, values(tw), wd,
                                             c.bias ? values(tb) : std::vector<double>{}, c.p, &od);
@@ -125,12 +127,12 @@ TEST(Conv, StridePaddingDilationMatchNaiveLoop) {
 
 TEST(Conv, GroupsAndDepthwiseMatchNaiveLoop) {
   expect_conv2d_matches({{2, 4, 7, 6}, 6, 3, 2, {2, 2, 1, 1, 1, 1, 2}, true}, 5);
-  expect_conv2d_matches({{2, 5, 8, 8}, 5, 3, 3, {1, 1, 1, 1, 1, 1, 5}, true}, 6);    // depthwise
+  expect_conv2d_matches({{2, 5, 8, 8}, 5, 3, 3, {1, 1, 1, 1, 1, 1, 5}, true}, 6);   // depthwise
   expect_conv2d_matches({{1, 4, 9, 9}, 8, 3, 3, {2, 2, 2, 2, 2, 2, 4}, false}, 7);  // multiplier 2
 }
 
 TEST(Conv, PointwiseAndLargeChannelCountsMatchNaiveLoop) {
-  expect_conv2d_matches({{2, 6, 5, 7}, 10, 1, 1, {}, true}, 8);             // reads x directly
+  expect_conv2d_matches({{2, 6, 5, 7}, 10, 1, 1, {}, true}, 8);  // reads x directly
   expect_conv2d_matches({{2, 6, 5, 7}, 10, 1, 1, {2, 2, 0, 0, 1, 1, 1}, true}, 9);
   expect_conv2d_matches({{1, 32, 20, 21}, 9, 3, 3, {1, 1, 1, 1, 1, 1, 1}, true}, 10);  // K > 256
 }
@@ -146,7 +148,8 @@ TEST(Conv, OneDimensionalMatchesNaiveLoop) {
   for (const auto& [stride, padding, dilation, groups, channels_out] :
        std::vector<std::array<int64_t, 5>>{{1, 0, 1, 1, 4}, {2, 1, 2, 1, 4}, {1, 2, 1, 3, 6}}) {
     const Dims64 xd = {2, 3, 11}, wd = {channels_out, 3 / groups, 3};
-    std::vector<float> x = uniform_values(size_t(product(xd)), 14), w = uniform_values(size_t(product(wd)), 15);
+    std::vector<float> x = uniform_values(size_t(product(xd)), 14),
+                       w = uniform_values(size_t(product(wd)), 15);
     std::vector<float> b = uniform_values(size_t(channels_out), 16);
     Window p;
     p.sw = stride;
@@ -155,12 +158,13 @@ TEST(Conv, OneDimensionalMatchesNaiveLoop) {
     p.groups = groups;
     Dims64 od;
     // The 1-d case is the 2-d definition with height 1.
-    std::vector<double> expected =
-        naive_conv(doubles(x), {2, 3, 1, 11}, doubles(w), {channels_out, 3 / groups, 1, 3}, doubles(b), p, &od);
-    Tensor out = conv1d(from_vector(x, xd), from_vector(w, wd), from_vector(b, {channels_out}), stride,
-                        padding, dilation, groups);
+    std::vector<double> expected = naive_conv(doubles(x), {2, 3, 1, 11}, doubles(w),
+                                              {channels_out, 3 / groups, 1, 3}, doubles(b), p, &od);
+    Tensor out = conv1d(from_vector(x, xd), from_vector(w, wd), from_vector(b, {channels_out}),
+                        stride, padding, dilation, groups);
     EXPECT_EQ(out.sizes(), (Dims64{od[0], od[1], od[3]}));
-    EXPECT_TRUE(all_close(values(out), expected, 1e-4, 1e-4)) << stride << padding << dilation << groups;
+    EXPECT_TRUE(all_close(values(out), expected, 1e-4, 1e-4))
+        << stride << padding << dilation << groups;
   }
 }
 
@@ -175,19 +179,37 @@ TEST(Conv, AsymmetricOnnxPadding) {
 }
 
 TEST(Conv, ErrorsNameOpAndShapes) {
-  expect_error([] { conv2d(zeros({1, 3, 5, 5}), zeros({4, 2, 3, 3})); },
-               {"op 'conv'", "f32[1,3,5,5]", "f32[4,2,3,3]", "channel mismatch", "conv_test.cpp"});
-  expect_error([] { conv2d(zeros({1, 3, 5, 5}), zeros({4, 1, 3, 3}), {}, 1, 0, 1, 2); },
-               {"op 'conv'", "f32[1,3,5,5]", "groups 2 must divide"});
-  expect_error([] { conv2d(zeros({1, 3, 2, 5}), zeros({4, 3, 3, 3})); },
-               {"op 'conv'", "f32[1,3,2,5]", "f32[4,3,3,3]", "larger than the padded input"});
-  expect_error([] { conv2d(zeros({1, 3, 5, 5}), zeros({4, 3, 3, 3}), zeros({3})); },
-               {"op 'conv'", "f32[3]", "bias"});
-  expect_error([] { conv2d(zeros({1, 3, 5, 5}, DType::I32), zeros({4, 3, 3, 3}, DType::I32)); },
-               {"op 'conv'", "floating-point"});
+  expect_error(
+      [] {
+        conv2d(zeros({1, 3, 5, 5}), zeros({4, 2, 3, 3}));
+      },
+      {"op 'conv'", "f32[1,3,5,5]", "f32[4,2,3,3]", "channel mismatch", "conv_test.cpp"});
+  expect_error(
+      [] {
+        conv2d(zeros({1, 3, 5, 5}), zeros({4, 1, 3, 3}), {}, 1, 0, 1, 2);
+      },
+      {"op 'conv'", "f32[1,3,5,5]", "groups 2 must divide"});
+  expect_error(
+      [] {
+        conv2d(zeros({1, 3, 2, 5}), zeros({4, 3, 3, 3}));
+      },
+      {"op 'conv'", "f32[1,3,2,5]", "f32[4,3,3,3]", "larger than the padded input"});
+  expect_error(
+      [] {
+        conv2d(zeros({1, 3, 5, 5}), zeros({4, 3, 3, 3}), zeros({3}));
+      },
+      {"op 'conv'", "f32[3]", "bias"});
+  expect_error(
+      [] {
+        conv2d(zeros({1, 3, 5, 5}, DType::I32), zeros({4, 3, 3, 3}, DType::I32));
+      },
+      {"op 'conv'", "floating-point"});
   expect_error([] { conv2d(zeros({3, 5, 5}), zeros({4, 3, 3})); }, {"op 'conv'", "f32[3,5,5]"});
-  expect_error([] { conv2d(zeros({1, 3, 5, 5}), zeros({4, 3, 3, 3}), {}, 0); },
-               {"op 'conv'", "stride"});
+  expect_error(
+      [] {
+        conv2d(zeros({1, 3, 5, 5}), zeros({4, 3, 3, 3}), {}, 0);
+      },
+      {"op 'conv'", "stride"});
 }
 
 // Transposed convolution by its definition: every input pixel scatters x * w into the output.
@@ -203,7 +225,8 @@ std::vector<double> naive_conv_transpose(const std::vector<double>& x, const Dim
   std::vector<double> y(size_t(n * o * oh * ow));
   for (int64_t b = 0; b < n; ++b)
     for (int64_t oc = 0; oc < o; ++oc)
-      for (int64_t k = 0; k < oh * ow; ++k) y[size_t((b * o + oc) * oh * ow + k)] = bias.empty() ? 0 : bias[size_t(oc)];
+      for (int64_t k = 0; k < oh * ow; ++k)
+        y[size_t((b * o + oc) * oh * ow + k)] = bias.empty() ? 0 : bias[size_t(oc)];
   for (int64_t b = 0; b < n; ++b)
     for (int64_t ci = 0; ci < c; ++ci)
       for (int64_t ih = 0; ih < h; ++ih)
@@ -215,7 +238,8 @@ std::vector<double> naive_conv_transpose(const std::vector<double>& x, const Dim
                 if (r < 0 || r >= oh || q < 0 || q >= ow) continue;
                 const int64_t oc = (ci / cg) * og + o2;
                 y[size_t(((b * o + oc) * oh + r) * ow + q)] +=
-                    x[size_t(((b * c + ci) * h + ih) * wi + iw)] * w[size_t(((ci * og + o2) * kh + i) * kw + j)];
+                    x[size_t(((b * c + ci) * h + ih) * wi + iw)] *
+                    w[size_t(((ci * og + o2) * kh + i) * kw + j)];
               }
   return y;
 }
@@ -226,8 +250,8 @@ TEST(ConvTranspose, HandValuesStride2) {
   Tensor w = from_vector<float>({1, 10, 100, 1000}, {1, 1, 2, 2});
   Tensor out = conv_transpose2d(x, w, {}, 2);
   EXPECT_EQ(out.sizes(), (Dims64{1, 1, 4, 4}));
-  EXPECT_TRUE(all_close(values(out), {1, 10, 2, 20, 100, 1000, 200, 2000, 3, 30, 4, 40, 300,
-                                      3000, 400, 4000}));
+  EXPECT_TRUE(all_close(values(out),
+                        {1, 10, 2, 20, 100, 1000, 200, 2000, 3, 30, 4, 40, 300, 3000, 400, 4000}));
 }
 
 TEST(ConvTranspose, StrideOutputPaddingGroupsMatchNaiveLoop) {
@@ -256,26 +280,49 @@ TEST(ConvTranspose, StrideOutputPaddingGroupsMatchNaiveLoop) {
       Tensor tb = c.bias ? from_vector(b, {o}).to(dtype) : Tensor();
       // The reference sees the same (rounded) inputs, so only the op's own rounding counts.
       Dims64 od;
-      std::vector<double> expected = naive_conv_transpose(
-          values(tx), c.x, values(tw), wd, c.bias ? values(tb) : std::vector<double>{}, c.p, c.oph,
-          c.opw, &od);
+      std::vector<double> expected =
+          naive_conv_transpose(values(tx), c.x, values(tw), wd,
+                               c.bias ? values(tb) : std::vector<double>{}, c.p, c.oph, c.opw, &od);
       Tensor out = conv_transpose2d(tx, tw, tb, {c.p.sh, c.p.sw}, {c.p.ph, c.p.pw}, {c.oph, c.opw},
                                     c.p.groups, {c.p.dh, c.p.dw});
       EXPECT_EQ(out.sizes(), od);
-      EXPECT_TRUE(all_close(values(out), expected, tol, tol)) << dtype_name(dtype) << " seed " << seed;
+      EXPECT_TRUE(all_close(values(out), expected, tol, tol))
+          << dtype_name(dtype) << " seed " << seed;
     }
   }
 }
 
+TEST(ConvTranspose, OneDimensionalViaOp) {
+  // Stride 2 places each input's copy of the kernel [1, 10] side by side.
+  Tensor x = from_vector<float>({1, 2, 3}, {1, 1, 3});
+  Tensor w = from_vector<float>({1, 10}, {1, 1, 2});
+  Tensor out =
+      run_op1(OpKind::ConvTranspose, {x, w}, {{"stride", std::vector<int64_t>{2}}}, Loc::current());
+  EXPECT_EQ(out.sizes(), (Dims64{1, 1, 6}));
+  EXPECT_TRUE(all_close(values(out), {1, 10, 2, 20, 3, 30}));
+}
+
 TEST(ConvTranspose, ErrorsNameOpAndShapes) {
-  expect_error([] { conv_transpose2d(zeros({1, 3, 4, 4}), zeros({2, 2, 3, 3})); },
-               {"op 'conv_transpose'", "f32[1,3,4,4]", "f32[2,2,3,3]", "channel mismatch"});
-  expect_error([] { conv_transpose2d(zeros({1, 2, 4, 4}), zeros({2, 2, 3, 3}), {}, 2, 0, 2); },
-               {"op 'conv_transpose'", "output_padding"});
-  expect_error([] { conv_transpose2d(zeros({1, 3, 4, 4}), zeros({3, 2, 3, 3}), {}, 1, 0, 0, 2); },
-               {"op 'conv_transpose'", "groups 2"});
-  expect_error([] { conv_transpose2d(zeros({1, 2, 1, 1}), zeros({2, 2, 1, 1}), {}, 1, 1); },
-               {"op 'conv_transpose'", "less than 1"});
+  expect_error(
+      [] {
+        conv_transpose2d(zeros({1, 3, 4, 4}), zeros({2, 2, 3, 3}));
+      },
+      {"op 'conv_transpose'", "f32[1,3,4,4]", "f32[2,2,3,3]", "channel mismatch"});
+  expect_error(
+      [] {
+        conv_transpose2d(zeros({1, 2, 4, 4}), zeros({2, 2, 3, 3}), {}, 2, 0, 2);
+      },
+      {"op 'conv_transpose'", "output_padding"});
+  expect_error(
+      [] {
+        conv_transpose2d(zeros({1, 3, 4, 4}), zeros({3, 2, 3, 3}), {}, 1, 0, 0, 2);
+      },
+      {"op 'conv_transpose'", "groups 2"});
+  expect_error(
+      [] {
+        conv_transpose2d(zeros({1, 2, 1, 1}), zeros({2, 2, 1, 1}), {}, 1, 1);
+      },
+      {"op 'conv_transpose'", "less than 1"});
 }
 
 TEST(Pool, MaxHandValues) {
@@ -314,8 +361,10 @@ TEST(Pool, AvgCeilModeDivisorsFollowPyTorch) {
   // [1 2 3 4], kernel 3, stride 2, padding 1, ceil: windows [-1,2), [1,4), [3,6) clipped to the
   // padded extent [-1,5): the last counts 2 positions with padding, 1 without.
   Tensor row = iota({1, 1, 1, 4});
-  EXPECT_TRUE(all_close(values(avg_pool2d(row, {1, 3}, Int2{1, 2}, {0, 1}, true, true)), {1, 3, 2}));
-  EXPECT_TRUE(all_close(values(avg_pool2d(row, {1, 3}, Int2{1, 2}, {0, 1}, true, false)), {1.5, 3, 4}));
+  EXPECT_TRUE(
+      all_close(values(avg_pool2d(row, {1, 3}, Int2{1, 2}, {0, 1}, true, true)), {1, 3, 2}));
+  EXPECT_TRUE(
+      all_close(values(avg_pool2d(row, {1, 3}, Int2{1, 2}, {0, 1}, true, false)), {1.5, 3, 4}));
 }
 
 // Pool by definition over a [planes, h, w] input; the avg divisor follows PyTorch (window clipped
@@ -369,8 +418,8 @@ TEST(Pool, RandomizedMatchNaiveLoop) {
             EXPECT_TRUE(all_close(values(out), expected)) << k << s << pad << dil << ceil_mode;
           }
           for (bool include_pad : {false, true}) {
-            std::vector<double> expected =
-                naive_pool(doubles(x), planes, h, w, k, s, pad, 1, ceil_mode, false, include_pad, &o);
+            std::vector<double> expected = naive_pool(doubles(x), planes, h, w, k, s, pad, 1,
+                                                      ceil_mode, false, include_pad, &o);
             Tensor out = avg_pool2d(tx, k, s, pad, ceil_mode, include_pad);
             EXPECT_EQ(out.sizes(), (Dims64{2, 3, o, o}));
             EXPECT_TRUE(all_close(values(out), expected, 1e-5, 1e-6)) << k << s << pad << ceil_mode;
@@ -409,13 +458,22 @@ TEST(Pool, OneDimensionalViaOp) {
 }
 
 TEST(Pool, ErrorsNameOpAndShapes) {
-  expect_error([] { max_pool2d(zeros({1, 2, 3, 3}), 4); },
-               {"op 'max_pool'", "f32[1,2,3,3]", "larger than the padded input"});
-  expect_error([] { max_pool2d(zeros({1, 2, 6, 6}), 2, 2, 2); },
-               {"op 'max_pool'", "f32[1,2,6,6]", "at most half"});
+  expect_error(
+      [] {
+        max_pool2d(zeros({1, 2, 3, 3}), 4);
+      },
+      {"op 'max_pool'", "f32[1,2,3,3]", "larger than the padded input"});
+  expect_error(
+      [] {
+        max_pool2d(zeros({1, 2, 6, 6}), 2, 2, 2);
+      },
+      {"op 'max_pool'", "f32[1,2,6,6]", "at most half"});
   expect_error([] { avg_pool2d(zeros({2, 6, 6}), 2); }, {"op 'avg_pool'", "f32[2,6,6]"});
-  expect_error([] { run_op1(OpKind::MaxPool, {zeros({1, 1, 4, 4})}, {}, Loc::current()); },
-               {"op 'max_pool'", "kernel"});
+  expect_error(
+      [] {
+        run_op1(OpKind::MaxPool, {zeros({1, 1, 4, 4})}, {}, Loc::current());
+      },
+      {"op 'max_pool'", "kernel"});
 }
 
 TEST(GlobalAvgPool, MeansEverySpatialPlane) {

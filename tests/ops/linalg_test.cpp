@@ -25,8 +25,8 @@ int64_t product(const Dims64& d) {
 }
 
 // numpy matmul by definition: promote 1-d operands, broadcast batch dims by coordinates, sum.
-std::vector<double> naive_matmul(const std::vector<double>& a, Dims64 ad, const std::vector<double>& b,
-                                 Dims64 bd, Dims64* out_dims) {
+std::vector<double> naive_matmul(const std::vector<double>& a, Dims64 ad,
+                                 const std::vector<double>& b, Dims64 bd, Dims64* out_dims) {
   const bool a1 = ad.size() == 1, b1 = bd.size() == 1;
   if (a1) ad.insert(ad.begin(), 1);
   if (b1) bd.push_back(1);
@@ -51,7 +51,8 @@ std::vector<double> naive_matmul(const std::vector<double>& a, Dims64 ad, const 
     for (int64_t i = 0; i < m; ++i)
       for (int64_t j = 0; j < n; ++j) {
         double s = 0;
-        for (int64_t q = 0; q < k; ++q) s += a[size_t(ao * m * k + i * k + q)] * b[size_t(bo * k * n + q * n + j)];
+        for (int64_t q = 0; q < k; ++q)
+          s += a[size_t(ao * m * k + i * k + q)] * b[size_t(bo * k * n + q * n + j)];
         out.push_back(s);
       }
   }
@@ -111,7 +112,8 @@ TEST(MatMul, BlockEdgesMatchNaiveLoop) {
 
 TEST(MatMul, FloatDTypesWithinTolerance) {
   const Dims64 ad = {2, 9, 33}, bd = {33, 10};
-  std::vector<float> a = uniform_values(size_t(product(ad)), 10), b = uniform_values(size_t(product(bd)), 11);
+  std::vector<float> a = uniform_values(size_t(product(ad)), 10),
+                     b = uniform_values(size_t(product(bd)), 11);
   struct Case {
     DType dtype;
     double tol;
@@ -134,7 +136,8 @@ TEST(MatMul, IntegerDTypesExact) {
   for (float f : uniform_values(size_t(product(ad)), 12, -20, 20)) a.push_back(int32_t(f));
   for (float f : uniform_values(size_t(product(bd)), 13, -20, 20)) b.push_back(int32_t(f));
   Dims64 od;
-  std::vector<double> expected = naive_matmul({a.begin(), a.end()}, ad, {b.begin(), b.end()}, bd, &od);
+  std::vector<double> expected =
+      naive_matmul({a.begin(), a.end()}, ad, {b.begin(), b.end()}, bd, &od);
   Tensor out = matmul(from_vector(a, ad), from_vector(b, bd));
   EXPECT_EQ(out.dtype(), DType::I32);
   EXPECT_EQ(values(out), expected);
@@ -150,7 +153,8 @@ TEST(MatMul, Large512IsCorrectAndReportsTime) {
   matmul(ta, tb);  // warm the thread pool and allocator
   auto start = std::chrono::steady_clock::now();
   Tensor out = matmul(ta, tb);
-  const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  const double seconds =
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   std::printf("[ info ] matmul 512x512x512 f32: %.4f s\n", seconds);
   std::vector<float> got = out.to_vector<float>();
   for (int64_t i = 0; i < n; i += 51)
@@ -175,13 +179,22 @@ void expect_error(F fn, const std::vector<std::string>& parts) {
 }
 
 TEST(MatMul, ErrorsNameOpAndShapes) {
-  expect_error([] { matmul(zeros({2, 3}), zeros({4, 5})); },
-               {"op 'matmul'", "f32[2,3]", "f32[4,5]", "inner dimensions", "linalg_test.cpp"});
+  expect_error(
+      [] {
+        matmul(zeros({2, 3}), zeros({4, 5}));
+      },
+      {"op 'matmul'", "f32[2,3]", "f32[4,5]", "inner dimensions", "linalg_test.cpp"});
   expect_error([] { matmul(zeros({2, 2, 3}), zeros({3, 3, 4})); }, {"op 'matmul'", "batch"});
-  expect_error([] { matmul(zeros({2, 3}), zeros({3, 4}, DType::F64)); },
-               {"op 'matmul'", "f32[2,3]", "f64[3,4]", "dtypes must match"});
-  expect_error([] { matmul(zeros({2, 3}, DType::Bool), zeros({3, 4}, DType::Bool)); },
-               {"op 'matmul'", "bool"});
+  expect_error(
+      [] {
+        matmul(zeros({2, 3}), zeros({3, 4}, DType::F64));
+      },
+      {"op 'matmul'", "f32[2,3]", "f64[3,4]", "dtypes must match"});
+  expect_error(
+      [] {
+        matmul(zeros({2, 3}, DType::Bool), zeros({3, 4}, DType::Bool));
+      },
+      {"op 'matmul'", "bool"});
   expect_error([] { matmul(zeros({}), zeros({3})); }, {"op 'matmul'", "rank"});
 }
 
@@ -214,11 +227,11 @@ TEST(Gemm, TransposesAlphaBetaAndBroadcastC) {
       for (const Dims64& cd : {Dims64{m, n}, Dims64{n}, Dims64{m, 1}, Dims64{}}) {
         std::vector<float> c = uniform_values(size_t(product(cd)), 22);
         Tensor out = gemm(from_vector(a, ta ? Dims64{k, m} : Dims64{m, k}),
-                          from_vector(b, tb ? Dims64{n, k} : Dims64{k, n}), from_vector(c, cd),
-                          0.5, 2.0, ta, tb);
+                          from_vector(b, tb ? Dims64{n, k} : Dims64{k, n}), from_vector(c, cd), 0.5,
+                          2.0, ta, tb);
         EXPECT_EQ(out.sizes(), (Dims64{m, n}));
-        EXPECT_TRUE(all_close(values(out), naive_gemm(a, b, c, cd, m, n, k, ta, tb, 0.5, 2.0),
-                              1e-4, 1e-4))
+        EXPECT_TRUE(
+            all_close(values(out), naive_gemm(a, b, c, cd, m, n, k, ta, tb, 0.5, 2.0), 1e-4, 1e-4))
             << "trans_a " << ta << " trans_b " << tb << " c rank " << cd.size();
       }
 }
@@ -241,12 +254,21 @@ TEST(Gemm, WithoutCAndInOtherDTypes) {
 }
 
 TEST(Gemm, ErrorsNameOpAndShapes) {
-  expect_error([] { gemm(zeros({2, 3}), zeros({4, 5})); },
-               {"op 'gemm'", "f32[2,3]", "f32[4,5]", "inner dimensions"});
-  expect_error([] { gemm(zeros({2, 3}), zeros({2, 3}), {}, 1, 1, true, false); },
-               {"op 'gemm'", "trans_a=true"});
-  expect_error([] { gemm(zeros({2, 3}), zeros({3, 4}), zeros({3, 4})); },
-               {"op 'gemm'", "f32[3,4]", "does not broadcast"});
+  expect_error(
+      [] {
+        gemm(zeros({2, 3}), zeros({4, 5}));
+      },
+      {"op 'gemm'", "f32[2,3]", "f32[4,5]", "inner dimensions"});
+  expect_error(
+      [] {
+        gemm(zeros({2, 3}), zeros({3, 4}), {}, 1, 1, true, false);
+      },
+      {"op 'gemm'", "trans_a=true"});
+  expect_error(
+      [] {
+        gemm(zeros({2, 3}), zeros({3, 4}), zeros({3, 4}));
+      },
+      {"op 'gemm'", "f32[3,4]", "does not broadcast"});
   expect_error([] { gemm(zeros({2, 2, 3}), zeros({3, 4})); }, {"op 'gemm'", "2-d"});
 }
 
@@ -270,16 +292,51 @@ TEST(Linear, ThreeDInputWithAndWithoutBias) {
   EXPECT_EQ(out.sizes(), (Dims64{2, 5, out_features}));
   EXPECT_TRUE(all_close(values(out), expected_bias, 1e-5, 1e-5));
   EXPECT_TRUE(all_close(values(linear(tx, tw)), expected, 1e-5, 1e-5));
-  Tensor out16 = linear(tx.to(DType::BF16), tw.to(DType::BF16), from_vector(bias, {out_features}).to(DType::BF16));
+  Tensor out16 = linear(tx.to(DType::BF16), tw.to(DType::BF16),
+                        from_vector(bias, {out_features}).to(DType::BF16));
   EXPECT_EQ(out16.dtype(), DType::BF16);
   EXPECT_TRUE(all_close(values(out16), expected_bias, 1e-1, 1e-1));
 }
 
+TEST(Linear, OneAndTwoRowInputsMatchNaiveLoop) {
+  // One or two rows take the dot-product path instead of the packed micro-tiles.
+  const int64_t in_features = 37, out_features = 19;
+  std::vector<float> w = uniform_values(size_t(out_features * in_features), 33);
+  std::vector<float> bias = uniform_values(size_t(out_features), 34);
+  for (int64_t rows : {1, 2}) {
+    std::vector<float> x = uniform_values(size_t(rows * in_features), 35);
+    std::vector<double> expected;
+    for (int64_t r = 0; r < rows; ++r)
+      for (int64_t o = 0; o < out_features; ++o) {
+        double s = bias[size_t(o)];
+        for (int64_t q = 0; q < in_features; ++q)
+          s += double(x[size_t(r * in_features + q)]) * w[size_t(o * in_features + q)];
+        expected.push_back(s);
+      }
+    Tensor out =
+        linear(from_vector(x, {rows, in_features}), from_vector(w, {out_features, in_features}),
+               from_vector(bias, {out_features}));
+    EXPECT_TRUE(all_close(values(out), expected, 1e-5, 1e-5)) << rows << " rows";
+  }
+  // gemm with a transposed two-row A and transposed B: strided rows are gathered first.
+  const int64_t m = 2, n = 5, k = 11;
+  std::vector<float> a = uniform_values(size_t(m * k), 36), b = uniform_values(size_t(k * n), 37);
+  Tensor out = gemm(from_vector(a, {k, m}), from_vector(b, {n, k}), {}, 2.0, 1.0, true, true);
+  EXPECT_TRUE(
+      all_close(values(out), naive_gemm(a, b, {}, {}, m, n, k, true, true, 2.0, 1.0), 1e-5, 1e-5));
+}
+
 TEST(Linear, ErrorsNameOpAndShapes) {
-  expect_error([] { linear(zeros({2, 5, 9}), zeros({4, 8})); },
-               {"op 'linear'", "f32[2,5,9]", "f32[4,8]", "features"});
-  expect_error([] { linear(zeros({2, 9}), zeros({4, 9}), zeros({5})); },
-               {"op 'linear'", "f32[5]", "bias"});
+  expect_error(
+      [] {
+        linear(zeros({2, 5, 9}), zeros({4, 8}));
+      },
+      {"op 'linear'", "f32[2,5,9]", "f32[4,8]", "features"});
+  expect_error(
+      [] {
+        linear(zeros({2, 9}), zeros({4, 9}), zeros({5}));
+      },
+      {"op 'linear'", "f32[5]", "bias"});
 }
 
 TEST(MatMul, ShapeRuleKeepsSymbolicBatchDims) {

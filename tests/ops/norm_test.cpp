@@ -178,6 +178,8 @@ TEST(GroupNorm, ErrorsNameShapes) {
   expect_error([&] { group_norm(x, 2, zeros({3})); },
                {"'group_norm'", "f32[3]", "weight has shape [3], expected [6]"});
   expect_error([&] { group_norm(zeros({6}), 2); }, {"'group_norm'", "f32[6]", "rank >= 2"});
+  // A bias alone of the wrong size is reported as the bias, not as the filled-in weight.
+  expect_error([&] { group_norm(x, 2, Tensor(), zeros({4})); }, {"'group_norm'", "bias has shape [4]"});
 }
 
 }  // namespace

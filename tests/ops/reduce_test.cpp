@@ -281,7 +281,8 @@ TEST(ArgMax, FirstOccurrenceOnTiesAndNaNWins) {
   Tensor x = from_vector<float>({3, 7, 7, 1, 1, 5}, {2, 3});
   EXPECT_EQ(argmax(x, 1).to_vector<int64_t>(), (std::vector<int64_t>{1, 2}));
   EXPECT_EQ(argmin(x, 1).to_vector<int64_t>(), (std::vector<int64_t>{0, 0}));
-  EXPECT_EQ(argmax(x, 0).to_vector<int64_t>(), (std::vector<int64_t>{0, 0, 1}));
+  EXPECT_EQ(argmax(x, 0).to_vector<int64_t>(), (std::vector<int64_t>{0, 0, 0}));
+  EXPECT_EQ(argmin(x, 0).to_vector<int64_t>(), (std::vector<int64_t>{1, 1, 1}));
   EXPECT_EQ(argmax(x, 0).dtype(), DType::I64);
   EXPECT_EQ(argmax(x, 1, true).sizes(), (Dims64{2, 1}));
   const float nan = std::numeric_limits<float>::quiet_NaN();

@@ -225,6 +225,7 @@ TEST(Slice, HandCases) {
   EXPECT_EQ(get(-100, 100, 4), (Ints{0, 4, 8}));  // clamped
   EXPECT_EQ(get(100, -100, -5), (Ints{9, 4}));
   EXPECT_EQ(get(5, 2, 1), (Ints{}));               // empty
+  EXPECT_EQ(get(-100, 0, -1), (Ints{}));           // as numpy: a start before 0 walks nothing
   EXPECT_EQ(slice(x, 0, 5, 2).sizes(), (Ints{0}));
 }
 
@@ -248,7 +249,8 @@ TEST(Slice, RandomMultiAxisMatchesNaiveLoopEveryDType) {
       Tensor y = run_op1(OpKind::Slice, {x},
                          {{"axes", axes}, {"starts", st}, {"ends", en}, {"steps", sp}}, Loc::current());
       Ints od = {int64_t(picks[0].size()), int64_t(picks[1].size()), int64_t(picks[2].size())};
-      ASSERT_EQ(y.sizes(), od);
+      ASSERT_EQ(y.sizes(), od) << "starts " << st[0] << "," << st[1] << "," << st[2] << " ends " << en[0]
+                               << "," << en[1] << "," << en[2] << " steps " << sp[0] << "," << sp[1] << "," << sp[2];
       std::vector<double> expected;
       for (int64_t i : picks[0])
         for (int64_t j : picks[1])
@@ -551,6 +553,21 @@ TEST(Tile, RandomRepeatsMatchNaiveLoopEveryDType) {
       EXPECT_EQ(values(y), expected) << dtype_name(dt);
     }
   }
+}
+
+TEST(Expand, TracedSymbolicShapesFlowThroughConcatExpandPadTile) {
+  Tracer tracer(Device::cpu());
+  TracingScope scope(tracer);
+  Tensor x = tracer.input({DType::F32, {SymInt::symbol("s0", 8), 1}}, "x");
+  EXPECT_EQ(expand(x, {-1, 4}).type().str(), "f32[s0,4]");
+  EXPECT_EQ(expand(x, {2, x.shape(0), 3}).type().str(), "f32[2,s0,3]");
+  EXPECT_EQ(concat({x, x}, 1).type().str(), "f32[s0,2]");
+  EXPECT_EQ(concat({x, x}, 0).type().str(), "f32[s0+s0,1]");
+  EXPECT_EQ(permute(x, {1, 0}).type().str(), "f32[1,s0]");
+  EXPECT_EQ(pad(x, {0, 0, 1, 2}).type().str(), "f32[s0+1+2,1]");
+  EXPECT_EQ(tile(x, {2, 3}).type().str(), "f32[s0*2,3]");
+  EXPECT_EQ(index_select(x, 1, zeros({5}, DType::I64)).type().str(), "f32[s0,5]");
+  EXPECT_TRUE(tracer.guards().empty());  // none of these needed a decision on s0
 }
 
 // ---- pad

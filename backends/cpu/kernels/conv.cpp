@@ -16,12 +16,12 @@ namespace {
 
 // Input, output and window geometry, always 2-d: a 1-d op has h = oh = kh = 1.
 struct Geometry {
-  int64_t n = 1, c = 1, h = 1, w = 1;     // input
-  int64_t o = 1, oh = 1, ow = 1;          // output channels and spatial size
-  int64_t kh = 1, kw = 1;                 // kernel
-  int64_t sh = 1, sw = 1;                 // stride
+  int64_t n = 1, c = 1, h = 1, w = 1;  // input
+  int64_t o = 1, oh = 1, ow = 1;       // output channels and spatial size
+  int64_t kh = 1, kw = 1;              // kernel
+  int64_t sh = 1, sw = 1;              // stride
   int64_t ph = 0, pw = 0, ph_end = 0, pw_end = 0;
-  int64_t dh = 1, dw = 1;                 // dilation
+  int64_t dh = 1, dw = 1;  // dilation
   int64_t groups = 1;
 };
 
@@ -129,7 +129,8 @@ void conv_forward(const Geometry& g, const T* x, const T* w, const T* bias, T* y
   fill_bias(g, bias, y);
   const int64_t ckk = (g.c / g.groups) * g.kh * g.kw;
   // Row blocks keep the column matrix near 1 MiB and give every thread a few tasks.
-  int64_t rows = std::clamp<int64_t>((int64_t(1) << 18) / std::max<int64_t>(1, ckk * g.ow), 1, g.oh);
+  int64_t rows =
+      std::clamp<int64_t>((int64_t(1) << 18) / std::max<int64_t>(1, ckk * g.ow), 1, g.oh);
   const int64_t images = g.n * g.groups;
   const int64_t want_blocks = (4 * num_threads() + images - 1) / images;
   rows = std::min(rows, std::max<int64_t>(1, (g.oh + want_blocks - 1) / want_blocks));
@@ -201,7 +202,8 @@ void run_conv(const KernelContext& ctx, Fn compute) {
     return;
   }
   if (y.dtype != DType::F16 && y.dtype != DType::BF16)
-    throw Error("convolution needs a floating-point dtype, got " + std::string(dtype_name(y.dtype)));
+    throw Error("convolution needs a floating-point dtype, got " +
+                std::string(dtype_name(y.dtype)));
   std::vector<float> x = to_float(ctx.inputs[0]), w = to_float(ctx.inputs[1]);
   std::vector<float> bias = has_bias ? to_float(ctx.inputs[2]) : std::vector<float>{};
   std::vector<float> out(size_t(y.numel()));
@@ -245,7 +247,8 @@ void max_pool_kernel(const KernelContext& ctx) {
       for (int64_t ow = 0; ow < g.ow; ++ow) {
         // Padding never wins: only taps inside the input are compared.
         C best = std::numeric_limits<C>::lowest();
-        if constexpr (std::numeric_limits<C>::has_infinity) best = -std::numeric_limits<C>::infinity();
+        if constexpr (std::numeric_limits<C>::has_infinity)
+          best = -std::numeric_limits<C>::infinity();
         for (int64_t i = 0; i < g.kh; ++i) {
           const int64_t ih = oh * g.sh - g.ph + i * g.dh;
           if (ih < 0 || ih >= g.h) continue;

@@ -37,6 +37,13 @@ void pack_a(MatrixView<T> a, int64_t mc, int64_t kc, T* out) {
   for (int64_t ir = 0; ir < mc; ir += kMR) {
     T* strip = out + ir * kc;
     int64_t rows = std::min(kMR, mc - ir);
+    if (a.row_stride == 1) {  // transposed A: a strip's rows are adjacent, read them together
+      for (int64_t p = 0; p < kc; ++p) {
+        const T* src = a.data + ir + p * a.col_stride;
+        for (int64_t i = 0; i < kMR; ++i) strip[p * kMR + i] = i < rows ? src[i] : T(0);
+      }
+      continue;
+    }
     for (int64_t i = 0; i < kMR; ++i) {
       if (i >= rows) {
         for (int64_t p = 0; p < kc; ++p) strip[p * kMR + i] = T(0);
@@ -54,6 +61,13 @@ void pack_b(MatrixView<T> b, int64_t kc, int64_t nc, T* out) {
   for (int64_t jr = 0; jr < nc; jr += kNR) {
     T* strip = out + jr * kc;
     int64_t cols = std::min(kNR, nc - jr);
+    if (b.row_stride == 1 && b.col_stride != 1) {  // transposed B (linear's weight): walk down k
+      for (int64_t j = 0; j < kNR; ++j) {
+        const T* src = b.data + (jr + j) * b.col_stride;
+        for (int64_t p = 0; p < kc; ++p) strip[p * kNR + j] = j < cols ? src[p] : T(0);
+      }
+      continue;
+    }
     for (int64_t p = 0; p < kc; ++p) {
       const T* src = b.data + p * b.row_stride + jr * b.col_stride;
       T* dst = strip + p * kNR;
@@ -81,6 +95,55 @@ inline void micro_kernel(int64_t kc, const T* __restrict a, const T* __restrict 
     for (int64_t j = 0; j < kNR; ++j) acc[i][j] = c[i][j];
 }
 
+// sum_p a[p] * b[p] with kNR independent partial sums, so the loop vectorizes without
+// reassociating a single running sum (which the compiler may not do for floats).
+template <class T>
+T dot(const T* __restrict a, const T* __restrict b, int64_t k) {
+  T part[kNR] = {};
+  int64_t p = 0;
+  for (; p + kNR <= k; p += kNR)
+    for (int64_t j = 0; j < kNR; ++j) part[j] += a[p + j] * b[p + j];
+  T sum = 0;
+  for (int64_t j = 0; j < kNR; ++j) sum += part[j];
+  for (; p < k; ++p) sum += a[p] * b[p];
+  return sum;
+}
+
+// Products with one or two rows (matrix-vector, linear on a single token) would waste most of a
+// micro-tile: stream B once with dot products (B columns contiguous) or row updates instead.
+template <class T>
+void gemm_few_rows(int64_t m, int64_t n, int64_t k, T alpha, MatrixView<T> a, MatrixView<T> b,
+                   bool accumulate, T* c, int64_t ldc, std::vector<T>& scratch_row) {
+  scratch_row.resize(size_t(std::max(k, n)));
+  T* buf = scratch_row.data();
+  for (int64_t i = 0; i < m; ++i) {
+    T* out = c + i * ldc;
+    if (b.row_stride == 1) {
+      const T* row = a.data + i * a.row_stride;
+      if (a.col_stride != 1) {
+        for (int64_t p = 0; p < k; ++p) buf[p] = a.at(i, p);
+        row = buf;
+      }
+      for (int64_t j = 0; j < n; ++j) {
+        const T v = alpha * dot(row, b.data + j * b.col_stride, k);
+        out[j] = accumulate ? out[j] + v : v;
+      }
+      continue;
+    }
+    std::fill(buf, buf + n, T(0));
+    for (int64_t p = 0; p < k; ++p) {
+      const T ap = a.at(i, p);
+      const T* brow = b.data + p * b.row_stride;
+      if (b.col_stride == 1) {
+        for (int64_t j = 0; j < n; ++j) buf[j] += ap * brow[j];
+      } else {
+        for (int64_t j = 0; j < n; ++j) buf[j] += ap * brow[j * b.col_stride];
+      }
+    }
+    for (int64_t j = 0; j < n; ++j) out[j] = alpha * buf[j] + (accumulate ? out[j] : T(0));
+  }
+}
+
 // Reuses one packing buffer per thread and element type across calls.
 template <class T>
 T* scratch(std::vector<T>& buffer, size_t n) {
@@ -103,6 +166,7 @@ void gemm_serial(int64_t m, int64_t n, int64_t k, T alpha, MatrixView<T> a, Matr
     return;
   }
   thread_local std::vector<T> a_buffer, b_buffer;
+  if (m <= 2) return gemm_few_rows(m, n, k, alpha, a, b, accumulate, c, ldc, a_buffer);
   T* bpack = scratch(b_buffer, size_t(kKC * (std::min(kNC, n) + kNR)));
   T* apack = scratch(a_buffer, size_t(kKC * (std::min(kMC, m) + kMR)));
   for (int64_t jc = 0; jc < n; jc += kNC) {
@@ -150,7 +214,9 @@ void gemm_batched(const std::vector<GemmProblem<T>>& problems, int64_t m, int64_
   const int64_t row_blocks = (m + row_block - 1) / row_block;
   // Split columns too when rows alone leave threads idle (a matrix-vector product, say).
   int64_t col_block = n;
-  auto tasks = [&] { return int64_t(problems.size()) * row_blocks * ((n + col_block - 1) / col_block); };
+  auto tasks = [&] {
+    return int64_t(problems.size()) * row_blocks * ((n + col_block - 1) / col_block);
+  };
   while (tasks() < 2 * num_threads() && col_block > 4 * kNR)
     col_block = (col_block / 2 + kNR - 1) / kNR * kNR;
   const int64_t col_blocks = (n + col_block - 1) / col_block;
@@ -164,8 +230,7 @@ void gemm_batched(const std::vector<GemmProblem<T>>& problems, int64_t m, int64_
       const GemmProblem<T>& p = problems[size_t(t / (col_blocks * row_blocks))];
       const int64_t i0 = ib * row_block, j0 = jb * col_block;
       gemm_serial(std::min(row_block, m - i0), std::min(col_block, n - j0), k, alpha,
-                  p.a.shifted(i0, 0), p.b.shifted(0, j0), accumulate, p.c + i0 * p.ldc + j0,
-                  p.ldc);
+                  p.a.shifted(i0, 0), p.b.shifted(0, j0), accumulate, p.c + i0 * p.ldc + j0, p.ldc);
     }
   });
 }

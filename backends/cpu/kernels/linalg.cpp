@@ -66,8 +66,10 @@ void fill_broadcast(const HostTensor& src, double scale, const HostTensor& out) 
     BroadcastIndex index(src.dims, out.dims);
     index.seek(0);
     for (int64_t i = 0, n = out.numel(); i < n; ++i, index.next()) {
-      if constexpr (std::is_integral_v<T>) dst[i] = T(int64_t(scale * double(in[index.offset()])));
-      else dst[i] = T(compute_t<T>(scale * double(in[index.offset()])));
+      if constexpr (std::is_integral_v<T>)
+        dst[i] = T(int64_t(scale * double(in[index.offset()])));
+      else
+        dst[i] = T(compute_t<T>(scale * double(in[index.offset()])));
     }
   });
 }

@@ -15,6 +15,7 @@ namespace {
 
 constexpr int64_t kGrain = 1 << 14;  // elements read per parallel chunk, at least
 constexpr int64_t kTile = 64;        // innermost kept positions reduced together
+constexpr int64_t kSoftmaxScratch = 1 << 16;  // doubles of exp() a softmax tile may keep
 
 template <class T>
 using acc_t = std::conditional_t<std::is_floating_point_v<compute_t<T>>, double, int64_t>;
@@ -293,14 +294,17 @@ void softmax_lines(const KernelContext& ctx, int64_t outer, int64_t n, int64_t i
   const int64_t tiles = (inner + kTile - 1) / kTile;
   const int64_t per_item = std::max<int64_t>(1, 3 * n * std::min(inner, kTile));
   parallel_for(outer * tiles, std::max<int64_t>(1, kGrain / per_item), [&](int64_t b, int64_t e) {
-    double max[kTile], sum[kTile];
+    double max[kTile], sum[kTile], log_sum[kTile];
+    std::vector<double> exps;  // exp(x - max) kept between passes when the tile is small enough
     for (int64_t item = b; item < e; ++item) {
       const int64_t o = item / tiles, k0 = item % tiles * kTile, k1 = std::min(inner, k0 + kTile);
-      const int64_t base = o * n * inner;
+      const int64_t base = o * n * inner, width = k1 - k0;
+      const bool keep_exps = !log_form && n * width <= kSoftmaxScratch;
+      if (keep_exps) exps.resize(size_t(n * width));
       auto at = [&](int64_t i, int64_t k) { return double(compute_t<T>(in[base + i * inner + k])); };
-      for (int64_t k = k0; k < k1; ++k) {
-        max[k - k0] = -std::numeric_limits<double>::infinity();
-        sum[k - k0] = 0;
+      for (int64_t k = 0; k < width; ++k) {
+        max[k] = -std::numeric_limits<double>::infinity();
+        sum[k] = 0;
       }
       for (int64_t i = 0; i < n; ++i)
         for (int64_t k = k0; k < k1; ++k) {
@@ -309,11 +313,18 @@ void softmax_lines(const KernelContext& ctx, int64_t outer, int64_t n, int64_t i
           if (v > max[k - k0] || std::isnan(v)) max[k - k0] = v;
         }
       for (int64_t i = 0; i < n; ++i)
-        for (int64_t k = k0; k < k1; ++k) sum[k - k0] += std::exp(at(i, k) - max[k - k0]);
+        for (int64_t k = k0; k < k1; ++k) {
+          double ex = std::exp(at(i, k) - max[k - k0]);
+          sum[k - k0] += ex;
+          if (keep_exps) exps[size_t(i * width + k - k0)] = ex;
+        }
+      for (int64_t k = 0; k < width; ++k) log_sum[k] = std::log(sum[k]);
       for (int64_t i = 0; i < n; ++i)
         for (int64_t k = k0; k < k1; ++k) {
-          double shifted = at(i, k) - max[k - k0];
-          double v = log_form ? shifted - std::log(sum[k - k0]) : std::exp(shifted) / sum[k - k0];
+          double v;
+          if (log_form) v = at(i, k) - max[k - k0] - log_sum[k - k0];
+          else if (keep_exps) v = exps[size_t(i * width + k - k0)] / sum[k - k0];
+          else v = std::exp(at(i, k) - max[k - k0]) / sum[k - k0];
           out[base + i * inner + k] = to_storage<T>(v);
         }
     }

@@ -122,7 +122,8 @@ void permute_kernel(const KernelContext& ctx) {
   copy_strided(v, x.data, ctx.outputs[0].data, dtype_size(x.dtype));
 }
 
-// ONNX Slice on a static dim: the first index read and the count (matches the shape rule).
+// ONNX Slice on a static dim, as numpy slices: the first index read and the count (the shape
+// rule's slice_length on static sizes).
 struct SliceRange {
   int64_t first = 0, count = 0;
 };
@@ -139,7 +140,7 @@ SliceRange slice_range(int64_t d, int64_t start, int64_t end, int64_t step) {
     int64_t s = resolve(start, 0, d), e = resolve(end, 0, d);
     return {s, e > s ? (e - s + step - 1) / step : 0};
   }
-  int64_t s = resolve(start, 0, d - 1), e = resolve(end, -1, d - 1);
+  int64_t s = resolve(start, -1, d - 1), e = resolve(end, -1, d - 1);
   return {s, s > e ? (s - e - step - 1) / -step : 0};
 }
 

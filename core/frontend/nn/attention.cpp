@@ -45,8 +45,7 @@ Tensor MultiheadAttention::forward(const Tensor& query, const Tensor& key, const
   auto fail = [&](const std::string& why) {
     std::string inputs = query.type().str() + ", " + key.type().str() + ", " + value.type().str();
     if (attn_mask.defined()) inputs += ", mask " + attn_mask.type().str();
-    throw Error(describe() + " (" + inputs + ") at " + short_location(loc) + " [" + scope_name() +
-                "]: " + why);
+    throw Error(describe() + " (" + inputs + ") at " + short_location(loc) + ": " + why);
   };
   if (!query.defined() || !key.defined() || !value.defined())
     throw Error(describe() + " at " + short_location(loc) + ": query, key and value are required");

@@ -99,8 +99,8 @@ BatchNorm2d::BatchNorm2d(int64_t num_features, double eps, Device device)
 Tensor BatchNorm2d::forward(const Tensor& x, Loc loc) {
   ScopeGuard guard = scope();
   if (x.dim() != 4)
-    throw Error(describe() + " [" + scope_name() + "] expects 4-d NCHW input, got " +
-                x.type().str() + " at " + short_location(loc));
+    throw Error(describe() + " at " + short_location(loc) + ": expects 4-d NCHW input, got " +
+                x.type().str());
   return batch_norm(x, running_mean, running_var, weight, bias, eps, loc);
 }
 

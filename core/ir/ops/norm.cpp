@@ -46,8 +46,8 @@ std::vector<TensorType> layer_norm_rule(const InferContext& ctx) {
              "-d input; the normalized dims x.shape[axis:] must be non-empty");
   if (axis < 0) axis += rank;
   Shape normalized(x.shape.begin() + axis, x.shape.end());
+  check_param(ctx, 2, "bias", normalized);  // first: a missing weight is filled from its shape
   check_param(ctx, 1, "weight", normalized);
-  check_param(ctx, 2, "bias", normalized);
   return {x};
 }
 
@@ -57,8 +57,8 @@ std::vector<TensorType> batch_norm_rule(const InferContext& ctx) {
   Shape channels = {x.shape[1]};
   check_param(ctx, 1, "running_mean", channels);
   check_param(ctx, 2, "running_var", channels);
+  check_param(ctx, 4, "bias", channels);  // first: a missing weight is filled from its shape
   check_param(ctx, 3, "weight", channels);
-  check_param(ctx, 4, "bias", channels);
   return {x};
 }
 
@@ -71,8 +71,8 @@ std::vector<TensorType> group_norm_rule(const InferContext& ctx) {
     ctx.fail("num_groups " + std::to_string(groups) + " does not divide the " +
              x.shape[1].str() + " channels");
   Shape channels = {x.shape[1]};
+  check_param(ctx, 2, "bias", channels);  // first: a missing weight is filled from its shape
   check_param(ctx, 1, "weight", channels);
-  check_param(ctx, 2, "bias", channels);
   return {x};
 }
 

@@ -141,11 +141,12 @@ SymInt clamp_sym(const SymInt& v, const SymInt& lo, const SymInt& hi, bool hi_is
   return v;
 }
 
-// ONNX Slice along a dim of size d: negative indices count from the end, then clamp into
-// [0, d] (positive step) or [-1, d-1] (negative step); the result may be empty.
+// ONNX Slice along a dim of size d, as numpy slices (the ONNX reference implementation):
+// negative indices count from the end, then clamp into [0, d] for a positive step and [-1, d-1]
+// for a negative one; the result may be empty.
 SymInt slice_length(const SymInt& d, int64_t start, int64_t end, int64_t step) {
-  SymInt s = start < 0 && start != kOpenBegin ? d + start : SymInt(start);
-  SymInt e = end < 0 && end != kOpenBegin ? d + end : SymInt(end);
+  SymInt s = start < 0 && start != kOpenBegin ? d - (-start) : SymInt(start);
+  SymInt e = end < 0 && end != kOpenBegin ? d - (-end) : SymInt(end);
   if (step > 0) {
     s = clamp_sym(s, 0, d, true);
     e = clamp_sym(e, 0, d, true);
@@ -153,7 +154,7 @@ SymInt slice_length(const SymInt& d, int64_t start, int64_t end, int64_t step) {
     if (!(e > s)) return 0;
     return (e - s + (step - 1)) / step;
   }
-  s = clamp_sym(s, 0, d - 1, false);
+  s = clamp_sym(s, -1, d - 1, false);
   e = clamp_sym(e, -1, d - 1, false);
   if (!(s > e)) return 0;
   return (s - e + (-step - 1)) / -step;
@@ -312,7 +313,7 @@ std::vector<TensorType> pad_rule(const InferContext& ctx) {
   for (size_t k = 0; k < rank; ++k) {
     const int64_t begin = pads[k], end = pads[k + rank];
     const SymInt& d = x.shape[k];
-    out[k] = d + begin + end;
+    out[k] = d + begin + end;  // printed as written (s0+1+1): IR text files rely on it
     const std::string where = "dim " + std::to_string(k) + " of size " + d.str() + " padded by (" +
                               std::to_string(begin) + ", " + std::to_string(end) + ")";
     if (begin + end < 0 && out[k] < 0) ctx.fail(where + " would have a negative size");
