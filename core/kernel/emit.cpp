@@ -380,6 +380,10 @@ class Printer {
       case OpKind::Cast:
         if (e.type == DType::Bool) return "(" + a[0] + " != " + arg_t(0) + "(0))";
         if (e.args[0]->type == DType::Bool) return "(" + a[0] + " ? " + one() + " : " + literal(0, e.type, d_) + ")";
+        if (is_floating(e.args[0]->type) && e.type == DType::U8)  // saturate like the reference
+          return "(isnan(" + a[0] + ") ? 0u : uint(clamp(" + a[0] + ", 0.0, 255.0)))";
+        if (is_floating(e.args[0]->type) && e.type == DType::I32)
+          return "(isnan(" + a[0] + ") ? 0 : int(clamp(" + a[0] + ", -2147483648.0, 2147483520.0)))";
         return t + "(" + a[0] + ")";
       case OpKind::Clip: {
         double lo = e.attrs.get_float("min"), hi = e.attrs.get_float("max");

@@ -3,6 +3,7 @@
 // converted on load and store exactly as the generated code converts them.
 #include "core/kernel/evaluate.h"
 
+#include <algorithm>
 #include <cmath>
 #include <cstring>
 #include <limits>
@@ -322,7 +323,16 @@ Ck common(Ck a, Ck b) {
 
 Val apply_op(const Expr& e, const Val* a, size_t n, const Kernel& k) {
   const Ck out = compute_of(e.type);
-  if (e.op == OpKind::Cast) return convert(a[0], out);
+  if (e.op == OpKind::Cast) {
+    // The printer saturates float -> u8 to [0, 255] and float -> i32 to the floats that fit.
+    if ((a[0].k == Ck::F32 || a[0].k == Ck::F64) && (e.type == DType::U8 || e.type == DType::I32)) {
+      double x = get<double>(a[0]);
+      if (std::isnan(x)) return convert(make(int32_t(0)), out);
+      if (e.type == DType::U8) return make(uint32_t(std::clamp(x, 0.0, 255.0)));
+      return make(int32_t(std::clamp(x, -2147483648.0, 2147483520.0)));
+    }
+    return convert(a[0], out);
+  }
   if (e.op == OpKind::Where) return convert(get<bool>(a[0]) ? a[1] : a[2], out);
   if (is_comparison(e.op)) {
     Ck c = common(a[0].k, a[1].k);
@@ -496,48 +506,32 @@ class KernelRunner {
     Val acc = convert(literal(comb == OpKind::Prod ? 1 : 0, at), ct);
     Val best = convert(make(int32_t(0)), vt);
     const int64_t extent = get<int64_t>(eval(extent_));
+    // The combine step as an Op node of the accumulator type, so it uses the printer's math.
+    Expr combine;
+    combine.type = at;
+    combine.op = comb == OpKind::Sum ? OpKind::Add
+                 : comb == OpKind::Prod ? OpKind::Mul
+                 : comb == OpKind::ReduceMax ? OpKind::Maximum : OpKind::Minimum;
+    if (!arg && comb != OpKind::Sum && comb != OpKind::Prod && comb != OpKind::ReduceMax &&
+        comb != OpKind::ReduceMin)
+      throw Error(where_text(k_) + ": unsupported reduction combiner " + std::string(op_name(comb)));
     in_loop_ = true;
     for (int32_t r = 0; r < extent; ++r) {
       r_ = r;
       iter_gen_ = ++gen_;
       Val v = eval(body_);
-      switch (comb) {
-        case OpKind::Sum: {
-          Expr add;
-          add.op = OpKind::Add;
-          add.type = at;
-          Val args[2] = {acc, convert(v, ct)};
-          acc = apply_op(add, args, 2, k_);
-          break;
+      if (arg) {
+        v = convert(v, vt);
+        if (r == 0 || better(comb == OpKind::ArgMax, v, best)) {
+          best = v;
+          acc = convert(make(r), ct);
         }
-        case OpKind::Prod: {
-          Expr mul;
-          mul.op = OpKind::Mul;
-          mul.type = at;
-          Val args[2] = {acc, convert(v, ct)};
-          acc = apply_op(mul, args, 2, k_);
-          break;
-        }
-        case OpKind::ReduceMax: case OpKind::ReduceMin: {
-          Expr m;
-          m.op = comb == OpKind::ReduceMax ? OpKind::Maximum : OpKind::Minimum;
-          m.type = at;
-          Val args[2] = {acc, convert(v, ct)};
-          acc = r == 0 ? args[1] : apply_op(m, args, 2, k_);
-          break;
-        }
-        case OpKind::ArgMax: case OpKind::ArgMin: {
-          v = convert(v, vt);
-          if (r == 0 || better(comb == OpKind::ArgMax, v, best)) {
-            best = v;
-            acc = convert(make(r), ct);
-          }
-          break;
-        }
-        default:
-          throw Error(where_text(k_) + ": unsupported reduction combiner " +
-                      std::string(op_name(comb)));
+        continue;
       }
+      Val args[2] = {acc, convert(v, ct)};
+      // max/min start from the first element, sum/prod from their identity.
+      bool first = r == 0 && (comb == OpKind::ReduceMax || comb == OpKind::ReduceMin);
+      acc = first ? args[1] : apply_op(combine, args, 2, k_);
     }
     in_loop_ = false;
     acc_ = acc;
@@ -551,11 +545,8 @@ class KernelRunner {
       if (std::isnan(b)) return false;
       return (is_max ? x > b : x < b) || std::isnan(x);
     }
-    Expr cmp;
-    cmp.op = is_max ? OpKind::Gt : OpKind::Lt;
-    cmp.type = DType::Bool;
-    Val args[2] = {v, best};
-    return apply_op(cmp, args, 2, Kernel{}).b;
+    const int64_t x = get<int64_t>(v), b = get<int64_t>(best);  // exact for int/uint/bool
+    return is_max ? x > b : x < b;
   }
 
   Val eval(int id) {

@@ -144,12 +144,16 @@ LoweredKernel conv_transpose(const AttrMap& attrs, const std::vector<TensorType>
 }
 
 // The smallest value of t: the identity of max over padded taps.
-double lowest(DType t) {
+ExprRef lowest(DType t) {
   switch (t) {
-    case DType::I32: return double(std::numeric_limits<int32_t>::min());
-    case DType::I64: return double(std::numeric_limits<int64_t>::min());
-    case DType::U8: return 0;
-    default: return -INFINITY;
+    case DType::I32: return constant(double(std::numeric_limits<int32_t>::min()), t);
+    case DType::I64: {
+      // GLSL rejects the literal -2^63; two halves sum to it exactly.
+      ExprRef half = constant(-4611686018427387904.0, t);
+      return op(OpKind::Add, t, {half, half});
+    }
+    case DType::U8: return constant(0, t);
+    default: return constant(-INFINITY, t);
   }
 }
 
@@ -179,7 +183,7 @@ LoweredKernel pool(OpKind kind, const AttrMap& attrs, const TensorType& x, const
   DType acc = accumulate_in(out.dtype);
   ExprRef xv = cast(load(xs, x.dtype, strided_offset(b, xc, x.shape)), acc);
   if (kind == OpKind::MaxPool) {
-    ExprRef body = select(inside, xv, constant(lowest(acc), acc));
+    ExprRef body = select(inside, xv, lowest(acc));
     return finish_reduce(b, OpKind::ReduceMax, acc, numel(kernel), body, os, out.dtype,
                          accumulator(acc), origin);
   }

@@ -105,6 +105,8 @@ LoweredOp lower_permute(const AttrMap& attrs, const TensorType& x, const TensorT
 
 // Output = select(c < end_0, in_0, select(c < end_1, in_1, ... in_last)) along `dim`; each
 // input's coordinate is clamped into its own range so the loads not taken stay in bounds.
+// Each element loads from every input and binds all of them: fine for the usual 2-4 inputs; a
+// concat of dozens would want a tree of concats through temps (not done yet).
 LoweredOp lower_concat(const AttrMap& attrs, const std::vector<TensorType>& ins,
                        const TensorType& out, int origin) {
   const size_t dim = size_t(normalized_dim(attrs.get_int("dim"), out.rank()));

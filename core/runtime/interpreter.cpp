@@ -1,11 +1,48 @@
 // Graph interpreter: a value table filled in topological order.
 #include "core/runtime/interpreter.h"
 
+#include <map>
 #include <unordered_map>
 
 #include "core/frontend/dispatch.h"
 
 namespace kiln {
+
+namespace {
+
+// Symbol values from the inputs: a graph input dim that is a bare symbol takes the input's size.
+std::map<std::string, int64_t> bind_symbols(const Graph& graph, const std::vector<Tensor>& inputs) {
+  std::map<std::string, int64_t> bindings;
+  for (size_t i = 0; i < inputs.size(); ++i) {
+    const Shape& declared = graph.inputs()[i]->type.shape;
+    std::vector<int64_t> actual = inputs[i].sizes();
+    for (size_t d = 0; d < declared.size(); ++d) {
+      const SymInt& dim = declared[d];
+      if (dim.is_static() || dim.str().find_first_of("+-*/%(") != std::string::npos) continue;
+      auto [it, inserted] = bindings.emplace(dim.str(), actual[d]);
+      if (!inserted && it->second != actual[d])
+        throw Error("interpret: symbol " + dim.str() + " is " + std::to_string(it->second) +
+                    " in one input and " + std::to_string(actual[d]) + " in input " +
+                    std::to_string(i) + " ('" + graph.inputs()[i]->name + "')");
+    }
+  }
+  return bindings;
+}
+
+// Symbolic sizes in attributes (reshape/expand targets) become this run's integers.
+AttrMap concrete_attrs(const AttrMap& attrs, const std::map<std::string, int64_t>& bindings) {
+  AttrMap out = attrs;
+  for (const auto& [name, value] : attrs) {
+    if (const auto* syms = std::get_if<std::vector<SymInt>>(&value)) {
+      std::vector<SymInt> fixed;
+      for (const SymInt& s : *syms) fixed.push_back(s.is_static() ? s : SymInt(s.evaluate(bindings)));
+      out.set(name, fixed);
+    }
+  }
+  return out;
+}
+
+}  // namespace
 
 std::vector<Tensor> interpret(const Graph& graph, const std::vector<Tensor>& inputs) {
   if (inputs.size() != graph.inputs().size())
@@ -24,11 +61,13 @@ std::vector<Tensor> interpret(const Graph& graph, const std::vector<Tensor>& inp
                     v->type.str() + ", got " + t.type().str());
     env[v] = t;
   }
+  const std::map<std::string, int64_t> bindings = bind_symbols(graph, inputs);
   for (const Node* node : graph.nodes()) {
     std::vector<Tensor> args;
     args.reserve(node->inputs.size());
     for (const Value* v : node->inputs) args.push_back(env.at(v));
-    std::vector<Tensor> outs = run_op_at(node->kind, args, node->attrs, node->provenance);
+    std::vector<Tensor> outs = run_op_at(node->kind, args, concrete_attrs(node->attrs, bindings),
+                                         node->provenance);
     for (size_t i = 0; i < outs.size(); ++i) env[node->outputs[i]] = std::move(outs[i]);
   }
   std::vector<Tensor> results;

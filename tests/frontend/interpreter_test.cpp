@@ -33,6 +33,21 @@ TEST(Interpreter, TracedGraphMatchesEager) {
   }
 }
 
+TEST(Interpreter, SymbolicReshapeTargetsFollowTheInputs) {
+  Tracer tracer(Device::cpu());
+  {
+    TracingScope scope(tracer);
+    Tensor x = tracer.input({DType::F32, {SymInt::symbol("s0", 8), 3, 4}}, "x");
+    tracer.set_outputs({relu(reshape(x, {x.shape(0), -1}))});
+  }
+  for (int64_t batch : {8, 5}) {
+    Tensor x = randn({batch, 3, 4}, Device::cpu(), 1);
+    Tensor got = interpret(tracer.graph(), {x}).at(0);
+    EXPECT_EQ(got.sizes(), (std::vector<int64_t>{batch, 12}));
+    EXPECT_EQ(got.to_vector<float>(), relu(reshape(x, {batch, 12})).to_vector<float>());
+  }
+}
+
 TEST(Interpreter, RejectsInputsOfTheWrongType) {
   Tracer tracer(Device::cpu());
   Tensor x = tracer.input({DType::F32, {3}}, "x");

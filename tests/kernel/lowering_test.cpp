@@ -30,6 +30,7 @@ enum class Gen {
   Index,     // integers in [-bound, bound): gather / index_select
   Variance,  // (0.5, 2): running variances
   NonZero,   // Normal without zeros: signed integer divisors
+  Wide,      // (-400, 400): casts that must saturate
 };
 
 struct Input {
@@ -163,6 +164,9 @@ std::vector<Case> build_table() {
     for (DType to : kAll)
       t.push_back({"cast_" + dt(from) + "_to_" + dt(to), O::Cast, {{"dtype", to}},
                    {{from, {3, 4}, to == DType::U8 ? Gen::NonNeg : Gen::Normal}}});
+  for (DType from : kFloats)
+    for (DType to : {DType::U8, DType::I32, DType::I64})
+      t.push_back({"cast_wide_" + dt(from) + "_to_" + dt(to), O::Cast, {{"dtype", to}}, {{from, {4, 5}, Gen::Wide}}});
   // Binary.
   for (O k : {O::Add, O::Sub, O::Mul, O::Maximum, O::Minimum}) {
     add_binary(t, k, kAll);
@@ -308,6 +312,16 @@ std::vector<Case> build_table() {
   t.push_back({"pad_reflect", O::Pad, {{"pads", I{2, 1, 1, 2}}, {"mode", std::string("reflect")}}, {{DType::F32, {4, 3}}}});
   t.push_back({"pad_edge", O::Pad, {{"pads", I{1, 3, 2, 0}}, {"mode", std::string("edge")}}, {{DType::I64, {2, 3}}}});
   t.push_back({"tile_rank1", O::Tile, {{"repeats", I{3}}}, {{DType::F32, {4}}}});
+  // Tens of thousands of elements: the evaluator must stay fast enough for real sizes.
+  t.push_back({"large_add_f32", O::Add, {}, {{DType::F32, {256, 256}}, {DType::F32, {256}}}});
+  t.push_back({"large_softmax_f32", O::Softmax, {{"dim", int64_t(-1)}}, {{DType::F32, {64, 512}}}});
+  t.push_back({"large_matmul_f32", O::MatMul, {}, {{DType::F32, {64, 96}}, {DType::F32, {96, 80}}}});
+  t.push_back({"large_conv2d_f32", O::Conv, {{"padding", I{1, 1, 1, 1}}},
+               {{DType::F32, {1, 8, 24, 24}}, {DType::F32, {8, 8, 3, 3}}}});
+  t.push_back({"large_permute_f32", O::Permute, {{"dims", I{1, 0}}}, {{DType::F32, {300, 200}}}});
+  t.back().tol = Tolerance{};
+  for (Case& c : t)
+    if (c.name.rfind("large_", 0) == 0 && !c.tol) c.tol = Tolerance{1e-5, 1e-4};  // long dot products
   return t;
 }
 
@@ -344,6 +358,7 @@ std::vector<uint8_t> make_data(const Input& in, std::mt19937& rng) {
       case Gen::Exponent: x = fl ? ints(-3, 3) : ints(0, 4); break;
       case Gen::Index: x = ints(-in.bound, in.bound - 1); break;
       case Gen::Variance: x = uni(0.5, 2); break;
+      case Gen::Wide: x = uni(-400, 400); break;
       case Gen::NonZero:
         x = fl ? normal(rng) : ints(1, 8) * (ints(0, 1) ? 1 : -1);
         break;
@@ -536,6 +551,19 @@ TEST(LoweringParams, SymbolicParamsEvaluateFromBindings) {
   std::vector<float> s(3, -1);
   evaluate(sum, {{DType::F32, {5, 3}, a.data()}}, {{DType::F32, {3}, s.data()}}, {{"n", 5}});
   EXPECT_EQ(s, (std::vector<float>{30, 35, 40}));
+}
+
+// The oracle can fail: the add lowering checked against the sub reference must mismatch.
+TEST(Evaluator, ComparisonDetectsAWrongLowering) {
+  std::vector<float> a = {1, 2, 3}, b = {0.5f, 0.25f, 4}, got(3);
+  std::vector<TensorType> types = {{DType::F32, {3}}, {DType::F32, {3}}};
+  LoweredOp add = lower_op(OpKind::Add, {}, types, {{DType::F32, {3}}}, 1);
+  evaluate(add, {{DType::F32, {3}, a.data()}, {DType::F32, {3}, b.data()}}, {{DType::F32, {3}, got.data()}});
+  Tensor want = run_op1(OpKind::Sub, {from_vector(a), from_vector(b)}, {}, Loc::current());
+  std::vector<uint8_t> got_bytes(12);
+  std::memcpy(got_bytes.data(), got.data(), 12);
+  EXPECT_EQ(first_mismatch(got_bytes, bytes_of(want), DType::F32, {1e-5, 1e-6}),
+            "element 0: lowering 1.5, reference 0.5");
 }
 
 // The evaluator itself: an out-of-bounds load names the kernel and buffer instead of reading junk.

@@ -66,7 +66,8 @@ void expect_error(F f, const std::string& op, const std::vector<std::string>& fr
   } catch (const Error& e) {
     const std::string msg = e.what();
     EXPECT_NE(msg.find("op '" + op + "'"), std::string::npos) << msg;
-    for (const std::string& s : fragments) EXPECT_NE(msg.find(s), std::string::npos) << s << " in: " << msg;
+    for (const std::string& s : fragments)
+      EXPECT_NE(msg.find(s), std::string::npos) << s << " in: " << msg;
   }
 }
 
@@ -215,7 +216,9 @@ std::vector<int64_t> python_slice(int64_t d, int64_t start, int64_t end, int64_t
 
 TEST(Slice, HandCases) {
   Tensor x = from_vector<int64_t>({0, 1, 2, 3, 4, 5, 6, 7, 8, 9}, {10});
-  auto get = [&](int64_t s, int64_t e, int64_t st) { return slice(x, 0, s, e, st).to_vector<int64_t>(); };
+  auto get = [&](int64_t s, int64_t e, int64_t st) {
+    return slice(x, 0, s, e, st).to_vector<int64_t>();
+  };
   EXPECT_EQ(get(2, 5, 1), (Ints{2, 3, 4}));
   EXPECT_EQ(get(-3, kEnd, 1), (Ints{7, 8, 9}));
   EXPECT_EQ(get(1, 9, 3), (Ints{1, 4, 7}));
@@ -226,6 +229,8 @@ TEST(Slice, HandCases) {
   EXPECT_EQ(get(100, -100, -5), (Ints{9, 4}));
   EXPECT_EQ(get(5, 2, 1), (Ints{}));               // empty
   EXPECT_EQ(get(-100, 0, -1), (Ints{}));           // as numpy: a start before 0 walks nothing
+  EXPECT_EQ(get(3, kEnd, kEnd), (Ints{3}));         // a huge step does not overflow
+  EXPECT_EQ(get(kEnd, kMin, kMin + 1), (Ints{9}));
   EXPECT_EQ(slice(x, 0, 5, 2).sizes(), (Ints{0}));
 }
 
@@ -249,8 +254,7 @@ TEST(Slice, RandomMultiAxisMatchesNaiveLoopEveryDType) {
       Tensor y = run_op1(OpKind::Slice, {x},
                          {{"axes", axes}, {"starts", st}, {"ends", en}, {"steps", sp}}, Loc::current());
       Ints od = {int64_t(picks[0].size()), int64_t(picks[1].size()), int64_t(picks[2].size())};
-      ASSERT_EQ(y.sizes(), od) << "starts " << st[0] << "," << st[1] << "," << st[2] << " ends " << en[0]
-                               << "," << en[1] << "," << en[2] << " steps " << sp[0] << "," << sp[1] << "," << sp[2];
+      ASSERT_EQ(y.sizes(), od) << "case " << c;
       std::vector<double> expected;
       for (int64_t i : picks[0])
         for (int64_t j : picks[1])
@@ -420,7 +424,8 @@ TEST(Gather, OutOfRangeIndexIsNamedAfterTheParallelLoop) {
   Ints idx(200 * 300, 1);
   idx[123456 % idx.size()] = 300;  // one bad value deep inside a large index
   Tensor index = from_vector(idx, {200, 300});
-  expect_error([&] { gather(x, 1, index); }, "gather", {"f32[200,300]", "i64[200,300]", "index 300", "size 300"});
+  expect_error([&] { gather(x, 1, index); }, "gather",
+               {"f32[200,300]", "i64[200,300]", "index 300", "size 300"});
   expect_error([&] { gather(x, 0, from_vector<int64_t>({-201}, {1, 1})); }, "gather", {"index -201"});
 }
 

@@ -39,7 +39,9 @@ int64_t product(const std::vector<int64_t>& dims, size_t begin, size_t end) {
 }
 
 // Rows per parallel chunk so that a chunk moves about kGrainBytes.
-int64_t row_grain(int64_t row_bytes) { return std::max<int64_t>(1, kGrainBytes / std::max<int64_t>(row_bytes, 1)); }
+int64_t row_grain(int64_t row_bytes) {
+  return std::max<int64_t>(1, kGrainBytes / std::max<int64_t>(row_bytes, 1));
+}
 
 // A source read through arbitrary element strides (0 broadcasts, negative walks backwards),
 // written to a contiguous destination in row-major order of `dims`.
@@ -138,10 +140,10 @@ SliceRange slice_range(int64_t d, int64_t start, int64_t end, int64_t step) {
   };
   if (step > 0) {
     int64_t s = resolve(start, 0, d), e = resolve(end, 0, d);
-    return {s, e > s ? (e - s + step - 1) / step : 0};
+    return {s, e > s ? (e - s - 1) / step + 1 : 0};
   }
   int64_t s = resolve(start, -1, d - 1), e = resolve(end, -1, d - 1);
-  return {s, s > e ? (s - e - step - 1) / -step : 0};
+  return {s, s > e ? (s - e - 1) / -step + 1 : 0};
 }
 
 void slice_kernel(const KernelContext& ctx) {

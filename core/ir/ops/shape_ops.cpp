@@ -141,6 +141,12 @@ SymInt clamp_sym(const SymInt& v, const SymInt& lo, const SymInt& hi, bool hi_is
   return v;
 }
 
+// ceil(span / step) for span > 0; the static form cannot overflow for a huge step.
+SymInt steps_in(const SymInt& span, int64_t step) {
+  if (span.is_static()) return (span.value() - 1) / step + 1;
+  return (span + (step - 1)) / step;
+}
+
 // ONNX Slice along a dim of size d, as numpy slices (the ONNX reference implementation):
 // negative indices count from the end, then clamp into [0, d] for a positive step and [-1, d-1]
 // for a negative one; the result may be empty.
@@ -152,12 +158,12 @@ SymInt slice_length(const SymInt& d, int64_t start, int64_t end, int64_t step) {
     e = clamp_sym(e, 0, d, true);
     if (s.is_static() && s.value() == 0 && step == 1) return e;
     if (!(e > s)) return 0;
-    return (e - s + (step - 1)) / step;
+    return steps_in(e - s, step);
   }
   s = clamp_sym(s, -1, d - 1, false);
   e = clamp_sym(e, -1, d - 1, false);
   if (!(s > e)) return 0;
-  return (s - e + (-step - 1)) / -step;
+  return steps_in(s - e, -step);
 }
 
 std::vector<TensorType> slice_rule(const InferContext& ctx) {
@@ -180,7 +186,8 @@ std::vector<TensorType> slice_rule(const InferContext& ctx) {
     int64_t axis = ctx.axis(axes[i], rank);
     if (seen[size_t(axis)]) ctx.fail("axis " + std::to_string(axis) + " is sliced more than once");
     seen[size_t(axis)] = true;
-    if (steps[i] == 0) ctx.fail("step must not be 0 (axis " + std::to_string(axis) + ")");
+    if (steps[i] == 0 || steps[i] == kOpenBegin)
+      ctx.fail("step must not be 0 or INT64_MIN (axis " + std::to_string(axis) + ")");
     out[size_t(axis)] = slice_length(x.shape[size_t(axis)], starts[i], ends[i], steps[i]);
   }
   return {{x.dtype, out}};
@@ -194,7 +201,8 @@ std::vector<TensorType> concat_rule(const InferContext& ctx) {
   Shape out = first.shape;
   for (size_t i = 1; i < ctx.num_inputs(); ++i) {
     const TensorType& t = ctx.input(i);
-    const std::string which = "input " + std::to_string(i) + " " + t.str() + " and input 0 " + first.str();
+    const std::string which =
+        "input " + std::to_string(i) + " " + t.str() + " and input 0 " + first.str();
     if (t.dtype != first.dtype) ctx.fail(which + " differ in dtype; cast them to one dtype first");
     if (int64_t(t.rank()) != rank) ctx.fail(which + " differ in rank");
     for (int64_t k = 0; k < rank; ++k)
