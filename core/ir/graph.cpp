@@ -57,6 +57,26 @@ std::vector<Node*> Graph::nodes() const {
   return out;
 }
 
+Graph Graph::clone(std::map<const Value*, Value*>* mapping) const {
+  Graph out;
+  std::map<const Value*, Value*> map;
+  for (const Value* v : inputs_) map[v] = out.add_input(v->type, v->name);
+  for (const auto& n : nodes_) {
+    std::vector<Value*> ins;
+    for (const Value* v : n->inputs) ins.push_back(map.at(v));
+    std::vector<TensorType> types;
+    for (const Value* v : n->outputs) types.push_back(v->type);
+    Node* copy = out.add_node_typed(n->kind, ins, n->attrs, types, n->provenance);
+    for (size_t i = 0; i < n->outputs.size(); ++i) {
+      copy->outputs[i]->name = n->outputs[i]->name;
+      map[n->outputs[i]] = copy->outputs[i];
+    }
+  }
+  for (const Value* v : outputs_) out.outputs_.push_back(map.at(v));
+  if (mapping) *mapping = std::move(map);
+  return out;
+}
+
 std::vector<Node*> Graph::users(const Value* v) const {
   std::vector<Node*> out;
   for (const auto& n : nodes_)

@@ -3,6 +3,7 @@
 // a checked type from the moment it exists.
 #pragma once
 
+#include <map>
 #include <memory>
 #include <string>
 #include <vector>
@@ -61,6 +62,9 @@ class Graph {
   std::vector<Node*> nodes() const;
   size_t num_nodes() const { return nodes_.size(); }
   const std::vector<std::unique_ptr<Value>>& values() const { return values_; }
+
+  // A deep copy; `mapping`, when given, receives old value -> new value.
+  Graph clone(std::map<const Value*, Value*>* mapping = nullptr) const;
 
   // The nodes that read v, in order.
   std::vector<Node*> users(const Value* v) const;

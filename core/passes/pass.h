@@ -1,0 +1,41 @@
+// Graph passes and the pipeline that runs them in one named, ordered list. Each pass declares itself
+// in one place (name, summary, run); KILN_DUMP_IR=dir writes the graph's text after every pass.
+#pragma once
+
+#include <functional>
+#include <map>
+#include <string>
+#include <vector>
+
+#include "core/ir/graph.h"
+
+namespace kiln {
+
+struct PassStats {
+  std::map<std::string, int64_t> counters;  // "nodes_removed": 3, ...
+};
+
+struct Pass {
+  std::string name;     // "cse", "dce", "fold-constants", "fuse-pointwise", ...
+  std::string summary;  // one line, shown by dumps and the debugger
+  std::function<PassStats(Graph&)> run;
+};
+
+struct PassRecord {
+  std::string name;
+  PassStats stats;
+  std::string ir_after;  // text form, kept when PipelineOptions::keep_ir
+};
+
+struct PipelineOptions {
+  std::string dump_dir;  // write NN-name.kir after each pass ("" = KILN_DUMP_IR or none)
+  bool keep_ir = false;  // keep each pass's output text in the records (for bundles)
+};
+
+// The standard pipeline (see pipeline.cpp for the list). Runs the passes in order, verifying the
+// graph after each one; returns one record per pass.
+std::vector<Pass> standard_pipeline();
+std::vector<PassRecord> run_pipeline(Graph& graph, const std::vector<Pass>& passes,
+                                     const PipelineOptions& options = {});
+
+}  // namespace kiln

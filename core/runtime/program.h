@@ -1,0 +1,42 @@
+// DeviceProgram: a graph made ready to run on one device: its kernels (fused where the device
+// generates code), a memory plan for intermediates, and run() which replays them. compile() builds
+// one per guard set; build_program picks the implementation for the device.
+#pragma once
+
+#include <map>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "core/frontend/tensor.h"
+#include "core/ir/graph.h"
+
+namespace kiln {
+
+struct ProgramStats {
+  int64_t kernels = 0;            // launches per run
+  int64_t nodes = 0;              // graph nodes covered
+  int64_t naive_bytes = 0;        // every intermediate in its own buffer
+  int64_t lower_bound_bytes = 0;  // peak bytes live at once, for this kernel order
+  int64_t planned_bytes = 0;      // the arena the memory plan uses
+};
+
+struct ProgramOptions {
+  bool fuse = true;              // group nodes into kernels where the backend generates code
+  bool reduce_overhead = false;  // record the launches once and replay them
+};
+
+class DeviceProgram {
+ public:
+  virtual ~DeviceProgram() = default;
+  // Inputs bind graph.inputs() in order; symbols in dynamic dims resolve from their shapes.
+  virtual std::vector<Tensor> run(const std::vector<Tensor>& inputs) = 0;
+  virtual const ProgramStats& stats() const = 0;
+};
+
+// The program for `device`: fused kernels and a planned arena on code-generating backends; the
+// node-by-node interpreter elsewhere.
+std::unique_ptr<DeviceProgram> build_program(const Graph& graph, Device device,
+                                             const ProgramOptions& options = {});
+
+}  // namespace kiln
