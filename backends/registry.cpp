@@ -9,6 +9,7 @@ namespace kiln {
 
 BackendFactory cpu_backend_factory();
 BackendFactory null_backend_factory();
+BackendFactory cuda_backend_factory();
 #ifdef KILN_HAVE_VULKAN
 BackendFactory vulkan_backend_factory();
 #endif
@@ -20,7 +21,7 @@ std::vector<BackendFactory> factories() {
 #ifdef KILN_HAVE_VULKAN
       vulkan_backend_factory(),
 #endif
-      cpu_backend_factory(), null_backend_factory()};
+      cuda_backend_factory(), cpu_backend_factory(), null_backend_factory()};
 }
 
 // Best first; the null backend is never chosen automatically.

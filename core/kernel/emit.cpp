@@ -10,9 +10,13 @@
 #include <set>
 #include <sstream>
 
+#include "core/kernel/emit_prelude.h"
 #include "core/support/error.h"
 
 namespace kiln::kernel {
+
+std::string cuda_entry_name() { return "kiln_kernel"; }
+
 namespace {
 
 bool glsl(Dialect d) { return d == Dialect::Glsl; }
@@ -23,8 +27,8 @@ std::string compute_type(DType t, Dialect d) {
     case DType::F32: case DType::F16: case DType::BF16: return "float";
     case DType::F64: return "double";
     case DType::I32: return "int";
-    case DType::I64: return glsl(d) ? "int64_t" : "long long";
-    case DType::U8: return glsl(d) ? "uint" : "unsigned int";
+    case DType::I64: return "int64_t";  // the CUDA prelude typedefs the GLSL names
+    case DType::U8: return "uint";
     case DType::Bool: return "bool";
   }
   return "float";
@@ -35,11 +39,11 @@ std::string storage_type(DType t, Dialect d) {
   switch (t) {
     case DType::F32: return "float";
     case DType::F16: return glsl(d) ? "float16_t" : "__half";
-    case DType::BF16: return glsl(d) ? "uint16_t" : "unsigned short";
+    case DType::BF16: return "uint16_t";
     case DType::F64: return "double";
     case DType::I32: return "int";
-    case DType::I64: return glsl(d) ? "int64_t" : "long long";
-    case DType::U8: case DType::Bool: return glsl(d) ? "uint8_t" : "unsigned char";
+    case DType::I64: return "int64_t";
+    case DType::U8: case DType::Bool: return "uint8_t";
   }
   return "float";
 }
@@ -48,8 +52,7 @@ std::string load_text(DType t, const std::string& elem, Dialect d) {
   switch (t) {
     case DType::F16: return glsl(d) ? "float(" + elem + ")" : "__half2float(" + elem + ")";
     case DType::BF16:
-      return glsl(d) ? "uintBitsToFloat(uint(" + elem + ") << 16)"
-                     : "__uint_as_float((unsigned int)(" + elem + ") << 16)";
+      return "uintBitsToFloat(uint(" + elem + ") << 16)";
     case DType::U8: return compute_type(t, d) + "(" + elem + ")";
     case DType::Bool: return "(" + elem + " != " + storage_type(t, d) + "(0))";
     default: return elem;
@@ -59,7 +62,7 @@ std::string load_text(DType t, const std::string& elem, Dialect d) {
 std::string store_text(DType t, const std::string& v, Dialect d) {
   switch (t) {
     case DType::F16: return glsl(d) ? "float16_t(" + v + ")" : "__float2half_rn(" + v + ")";
-    case DType::BF16: return glsl(d) ? "kiln_to_bf16(" + v + ")" : "kiln_to_bf16(" + v + ")";
+    case DType::BF16: return "kiln_to_bf16(" + v + ")";
     case DType::U8: return storage_type(t, d) + "(" + v + ")";
     case DType::Bool: return storage_type(t, d) + "(" + v + " ? 1 : 0)";
     default: return v;
@@ -83,55 +86,12 @@ std::string literal(double v, DType t, Dialect d) {
   if (t == DType::Bool) return v != 0 ? "true" : "false";
   char buf[64];
   std::snprintf(buf, sizeof buf, "%lld", static_cast<long long>(v));
-  return compute_type(t, d) + "(" + buf + ")";
+  std::string digits = buf;
+  // 64-bit literals need their suffix, or values past 32 bits are rejected.
+  if (t == DType::I64) digits += glsl(d) ? "l" : "ll";
+  if (t == DType::U8) digits += "u";
+  return compute_type(t, d) + "(" + digits + ")";
 }
-
-// Helper functions the generated code may call; GLSL lacks erf and has undefined pow/max edge cases.
-const char* kGlslPrelude = R"(float kiln_inf() { return uintBitsToFloat(0x7f800000u); }
-float kiln_nan() { return uintBitsToFloat(0x7fc00000u); }
-float kiln_erf(float x) {  // Abramowitz-Stegun 7.1.26, |error| < 1.5e-7
-  float s = sign(x), a = abs(x);
-  float t = 1.0 / (1.0 + 0.3275911 * a);
-  float y = 1.0 - (((((1.061405429 * t - 1.453152027) * t) + 1.421413741) * t - 0.284496736) * t + 0.254829592) * t * exp(-a * a);
-  return s * y;
-}
-double kiln_erf(double x) { return double(kiln_erf(float(x))); }
-float kiln_tanh(float x) { float e = exp(-2.0 * abs(x)); return sign(x) * (1.0 - e) / (1.0 + e); }
-double kiln_tanh(double x) { return double(kiln_tanh(float(x))); }
-float kiln_pow(float a, float b) {
-  if (b == 0.0) return 1.0;
-  if (a < 0.0 && b == floor(b)) { float m = pow(-a, b); return mod(b, 2.0) == 0.0 ? m : -m; }
-  return pow(a, b);
-}
-double kiln_pow(double a, double b) { return double(kiln_pow(float(a), float(b))); }
-uint kiln_pow(uint a, uint b) { uint r = 1u; while (b > 0u) { if ((b & 1u) != 0u) r *= a; a *= a; b >>= 1u; } return r; }
-int kiln_pow(int a, int b) { if (b < 0) return a == 1 ? 1 : (a == -1 ? ((b & 1) != 0 ? -1 : 1) : 0); int r = 1; while (b > 0) { if ((b & 1) != 0) r *= a; a *= a; b >>= 1; } return r; }
-float kiln_max(float a, float b) { return (isnan(a) || isnan(b)) ? a + b : max(a, b); }
-float kiln_min(float a, float b) { return (isnan(a) || isnan(b)) ? a + b : min(a, b); }
-double kiln_max(double a, double b) { return (isnan(a) || isnan(b)) ? a + b : max(a, b); }
-double kiln_min(double a, double b) { return (isnan(a) || isnan(b)) ? a + b : min(a, b); }
-int kiln_max(int a, int b) { return max(a, b); }
-int kiln_min(int a, int b) { return min(a, b); }
-uint kiln_max(uint a, uint b) { return max(a, b); }
-uint kiln_min(uint a, uint b) { return min(a, b); }
-float kiln_rem(float a, float b, bool c_fmod) { float r = a - b * trunc(a / b); if (!c_fmod && r != 0.0 && ((r < 0.0) != (b < 0.0))) r += b; return r; }
-double kiln_rem(double a, double b, bool c_fmod) { double r = a - b * trunc(a / b); if (!c_fmod && r != 0.0 && ((r < 0.0) != (b < 0.0))) r += b; return r; }
-int kiln_rem(int a, int b, bool c_fmod) { int r = a - (a / b) * b; if (!c_fmod && r != 0 && ((r < 0) != (b < 0))) r += b; return r; }
-uint kiln_rem(uint a, uint b, bool c_fmod) { return a % b; }
-)";
-
-const char* kGlslPreludeBf16 = R"(uint16_t kiln_to_bf16(float v) {
-  uint u = floatBitsToUint(v);
-  if (isnan(v)) return uint16_t((u >> 16) | 0x40u);
-  return uint16_t((u + 0x7fffu + ((u >> 16) & 1u)) >> 16);
-}
-)";
-
-const char* kGlslPreludeI64 = R"(int64_t kiln_max(int64_t a, int64_t b) { return max(a, b); }
-int64_t kiln_min(int64_t a, int64_t b) { return min(a, b); }
-int64_t kiln_rem(int64_t a, int64_t b, bool c_fmod) { int64_t r = a - (a / b) * b; if (!c_fmod && r != 0 && ((r < 0) != (b < 0))) r += b; return r; }
-int64_t kiln_pow(int64_t a, int64_t b) { if (b < 0) return a == 1 ? 1 : (a == -1 ? ((b & 1) != 0 ? -1 : 1) : 0); int64_t r = 1; while (b > 0) { if ((b & 1) != 0) r *= a; a *= a; b >>= 1; } return r; }
-)";
 
 class Printer {
  public:
@@ -139,7 +99,6 @@ class Printer {
 
   EmittedKernel run() {
     header();
-    line("void main() {");
     if (k_.rank == 0) line("  int gid = 0;");
     index_prologue();
     if (k_.kind == KernelKind::Reduce) reduce_loop();
@@ -184,9 +143,28 @@ class Printer {
   void header() {
     for (const Store& s : k_.stores) scan(s.value);
     if (k_.body) scan(k_.body);
+    if (glsl(d_)) glsl_header();
+    else cuda_header();
+  }
+
+  std::string entry() const { return o_.entry.empty() ? cuda_entry_name() : o_.entry; }
+
+  void add_lines(const char* text) {
+    std::istringstream in(text);
+    for (std::string l; std::getline(in, l);) line(l);
+  }
+
+  void preludes() {
+    add_lines(prelude_common());
+    if (uses(DType::F64)) add_lines(prelude_f64());
+    if (uses(DType::BF16)) add_lines(prelude_bf16());
+    if (uses(DType::I64)) add_lines(prelude_i64());
+  }
+
+  void glsl_header() {
     line("#version 450");
-    bool i64 = uses(DType::I64), f64 = uses(DType::F64);
-    bool f16 = uses(DType::F16), bf16 = uses(DType::BF16), bytes = uses(DType::U8) || uses(DType::Bool);
+    bool i64 = uses(DType::I64), f16 = uses(DType::F16), bf16 = uses(DType::BF16);
+    bool bytes = uses(DType::U8) || uses(DType::Bool);
     if (i64) line("#extension GL_EXT_shader_explicit_arithmetic_types_int64 : require");
     if (f16 || bf16) line("#extension GL_EXT_shader_16bit_storage : require");
     if (f16) line("#extension GL_EXT_shader_explicit_arithmetic_types_float16 : require");
@@ -205,26 +183,48 @@ class Printer {
     }
     if (k_.num_params > 0)
       line("layout(push_constant) uniform Params { int p[" + std::to_string(k_.num_params) + "]; } pc;");
-    std::istringstream prelude(kGlslPrelude);
-    for (std::string l; std::getline(prelude, l);) {
-      if (!f64 && l.find("double") != std::string::npos) continue;
-      line(l);
+    line("#define KILN_FN");
+    preludes();
+    line("void main() {");
+  }
+
+  void cuda_header() {
+    line("// kernel " + k_.name, k_.origins());
+    if (o_.standalone) {
+      if (uses(DType::F16)) line("#include <cuda_fp16.h>");
+      add_lines(prelude_cuda_compat());
+      line("#define KILN_FN __device__ inline");
+      preludes();
     }
-    auto add_lines = [&](const char* text) {
-      std::istringstream in(text);
-      for (std::string l; std::getline(in, l);) line(l);
-    };
-    if (bf16) add_lines(kGlslPreludeBf16);
-    if (i64) add_lines(kGlslPreludeI64);
+    std::string params = "KilnParams" + std::to_string(k_.num_params);
+    if (k_.num_params > 0) {  // guarded: kernels batched into one translation unit share it
+      line("#ifndef KILN_" + params);
+      line("#define KILN_" + params);
+      line("struct " + params + " { int p[" + std::to_string(k_.num_params) + "]; };");
+      line("#endif");
+    }
+    std::string args;
+    for (size_t i = 0; i < k_.buffers.size(); ++i) {
+      const BufferSlot& b = k_.buffers[i];
+      if (i) args += ", ";
+      args += std::string(b.output ? "" : "const ") + storage_type(b.dtype, d_) + "* __restrict__ b" +
+              std::to_string(i);
+    }
+    if (k_.num_params > 0) args += std::string(args.empty() ? "" : ", ") + params + " pc";
+    line("extern \"C\" __global__ void __launch_bounds__(" + std::to_string(o_.workgroup_size) +
+         ") " + entry() + "(" + args + ") {");
   }
 
   void index_prologue() {
+    std::string x = glsl(d_) ? "gl_GlobalInvocationID.x" : "(blockIdx.x * blockDim.x + threadIdx.x)";
+    std::string y = glsl(d_) ? "gl_GlobalInvocationID.y" : "blockIdx.y";
     if (k_.rank == 0) {
-      line("  if (gl_GlobalInvocationID.x != 0u || gl_GlobalInvocationID.y != 0u) return;");
+      line("  if (" + x + " != 0u || " + y + " != 0u) return;");
       return;
     }
-    line("  int gid = int(gl_GlobalInvocationID.x + gl_GlobalInvocationID.y * gl_NumWorkGroups.x * " +
-         std::to_string(o_.workgroup_size) + "u);");
+    std::string row = glsl(d_) ? "gl_NumWorkGroups.x * " + std::to_string(o_.workgroup_size) + "u"
+                               : "gridDim.x * blockDim.x";
+    line("  int gid = int(" + x + " + " + y + " * " + row + ");");
     std::string total = "pc.p[0]";
     for (int d = 1; d < k_.rank; ++d) total += " * pc.p[" + std::to_string(d) + "]";
     line("  if (gid >= " + total + ") return;");
@@ -434,9 +434,22 @@ class Printer {
 }  // namespace
 
 EmittedKernel emit(const Kernel& kernel, const EmitOptions& options) {
-  if (options.dialect != Dialect::Glsl)
-    throw Error("emit: the CUDA dialect is not implemented yet (kernel " + kernel.name + ")");
-  return Printer(kernel, options).run();
+  EmittedKernel out = Printer(kernel, options).run();
+  if (options.dialect == Dialect::Cuda) out.entry = options.entry.empty() ? cuda_entry_name() : options.entry;
+  return out;
+}
+
+std::string emit_prelude_for(Dialect dialect) {
+  std::string text;
+  if (dialect == Dialect::Cuda) {
+    text += "#include <cuda_fp16.h>\n";
+    text += prelude_cuda_compat();
+    text += "#define KILN_FN __device__ inline\n";
+  } else {
+    text += "#define KILN_FN\n";
+  }
+  for (const char* part : {prelude_common(), prelude_f64(), prelude_bf16(), prelude_i64()}) text += part;
+  return text;
 }
 
 std::array<uint32_t, 3> launch_groups(int64_t elements, int workgroup_size) {

@@ -17,6 +17,10 @@ enum class Dialect { Glsl, Cuda };
 struct EmitOptions {
   Dialect dialect = Dialect::Glsl;
   int workgroup_size = 256;
+  // false: omit the #version/includes and helper functions, so many kernels can share one
+  // translation unit (emit_prelude_for() gives that shared text).
+  bool standalone = true;
+  std::string entry = "";  // CUDA function name ("" = cuda_entry_name())
   // Text for a graph node id in origin comments, e.g. "%7 add @ model.cpp:12 [encoder.0]".
   std::function<std::string(int)> describe_origin;
 };
@@ -29,6 +33,10 @@ struct EmittedKernel {
 };
 
 EmittedKernel emit(const Kernel& kernel, const EmitOptions& options);
+// The __global__ function name CUDA kernels are emitted with by default.
+std::string cuda_entry_name();
+// Everything a non-standalone kernel of `dialect` needs before it, for all dtypes.
+std::string emit_prelude_for(Dialect dialect);
 
 // Workgroups to launch for `elements` iterations (x, y): y > 1 when x would pass the 65535 limit.
 std::array<uint32_t, 3> launch_groups(int64_t elements, int workgroup_size);

@@ -1,0 +1,239 @@
+// The CUDA backend: device memory, NVRTC-compiled programs from the CUDA dialect of the shared
+// emitter, launches on a stream, and CUDA graphs for record/replay. Everything CUDA is loaded at run
+// time, so without a driver or GPU the registry lists no CUDA device and says why.
+#include <cstring>
+#include <regex>
+
+#include "backends/backend.h"
+#include "backends/cuda/cuda_driver.h"
+#include "backends/cuda/nvrtc.h"
+#include "backends/kernel_runner.h"
+#include "core/support/error.h"
+
+namespace kiln {
+namespace cuda {
+namespace {
+
+class Context {
+ public:
+  Context(const Driver& d, int index) : d_(d) {
+    d_.check(d_.cuDeviceGet(&device_, index), "cuDeviceGet");
+    d_.check(d_.cuDevicePrimaryCtxRetain(&context_, device_), "cuDevicePrimaryCtxRetain");
+    bind();
+  }
+  ~Context() { d_.cuDevicePrimaryCtxRelease(device_); }
+  void bind() const { d_.check(d_.cuCtxSetCurrent(context_), "cuCtxSetCurrent"); }
+  CUdevice device() const { return device_; }
+  const Driver& driver() const { return d_; }
+
+ private:
+  const Driver& d_;
+  CUdevice device_ = 0;
+  CUcontext context_ = nullptr;
+};
+
+class CudaBuffer : public Buffer {
+ public:
+  CudaBuffer(const Context& ctx, size_t bytes) : Buffer(bytes), ctx_(ctx) {
+    ctx_.bind();
+    CUresult rc = ctx_.driver().cuMemAlloc(&ptr_, bytes == 0 ? 4 : bytes);
+    if (rc != 0)
+      throw Error("cuda: out of device memory allocating " + std::to_string(bytes) + " bytes (" +
+                  std::to_string(rc) + ")");
+  }
+  ~CudaBuffer() override {
+    ctx_.bind();
+    ctx_.driver().cuMemFree(ptr_);
+  }
+  CUdeviceptr ptr() const { return ptr_; }
+
+ private:
+  const Context& ctx_;
+  CUdeviceptr ptr_ = 0;
+};
+
+class CudaProgram : public Program {
+ public:
+  CudaProgram(const Context& ctx, const std::string& ptx, const std::string& entry, unsigned block)
+      : ctx_(ctx), block_(block) {
+    ctx_.bind();
+    ctx_.driver().check(ctx_.driver().cuModuleLoadData(&module_, ptx.c_str()), "cuModuleLoadData");
+    ctx_.driver().check(ctx_.driver().cuModuleGetFunction(&function_, module_, entry.c_str()),
+                        "cuModuleGetFunction");
+  }
+  ~CudaProgram() override { ctx_.driver().cuModuleUnload(module_); }
+  CUfunction function() const { return function_; }
+  unsigned block() const { return block_; }
+
+ private:
+  const Context& ctx_;
+  CUmodule module_ = nullptr;
+  CUfunction function_ = nullptr;
+  unsigned block_;
+};
+
+class CudaStream : public Stream {
+ public:
+  explicit CudaStream(const Context& ctx) : ctx_(ctx), d_(ctx.driver()) {
+    ctx_.bind();
+    d_.check(d_.cuStreamCreate(&stream_, 0), "cuStreamCreate");
+  }
+  ~CudaStream() override {
+    if (exec_) d_.cuGraphExecDestroy(exec_);
+    if (graph_) d_.cuGraphDestroy(graph_);
+    d_.cuStreamDestroy(stream_);
+  }
+
+  void launch(const Launch& launch) override {
+    auto* program = dynamic_cast<const CudaProgram*>(launch.program);
+    if (!program) throw Error("cuda: launch needs a program compiled by the CUDA backend");
+    std::vector<CUdeviceptr> ptrs;
+    for (Buffer* b : launch.buffers) {
+      auto* cb = dynamic_cast<CudaBuffer*>(b);
+      if (!cb) throw Error("cuda: launch got a buffer not allocated by the CUDA backend");
+      ptrs.push_back(cb->ptr());
+    }
+    std::vector<void*> args;
+    for (CUdeviceptr& p : ptrs) args.push_back(&p);
+    // Sizes travel as one struct argument, the CUDA counterpart of Vulkan push constants.
+    std::vector<uint8_t> params = launch.push_constants;
+    if (!params.empty()) args.push_back(params.data());
+    ctx_.bind();
+    d_.check(d_.cuLaunchKernel(program->function(), launch.groups[0], launch.groups[1], launch.groups[2],
+                               program->block(), 1, 1, 0, stream_, args.data(), nullptr),
+             "cuLaunchKernel");
+  }
+  void begin_recording() override {
+    ctx_.bind();
+    d_.check(d_.cuStreamBeginCapture(stream_, /*thread local*/ 1), "cuStreamBeginCapture");
+  }
+  void end_recording() override {
+    if (exec_) d_.cuGraphExecDestroy(exec_);
+    if (graph_) d_.cuGraphDestroy(graph_);
+    d_.check(d_.cuStreamEndCapture(stream_, &graph_), "cuStreamEndCapture");
+    d_.check(d_.cuGraphInstantiate(&exec_, graph_, 0), "cuGraphInstantiate");
+  }
+  void replay() override {
+    if (!exec_) throw Error("cuda: replay() before a recording was made");
+    d_.check(d_.cuGraphLaunch(exec_, stream_), "cuGraphLaunch");
+  }
+  void sync() override { d_.check(d_.cuStreamSynchronize(stream_), "cuStreamSynchronize"); }
+
+ private:
+  const Context& ctx_;
+  const Driver& d_;
+  CUstream stream_ = nullptr;
+  CUgraph graph_ = nullptr;
+  CUgraphExec exec_ = nullptr;
+};
+
+DeviceCaps caps_of(const Driver& d, CUdevice dev) {
+  DeviceCaps c;
+  c.f16 = c.f64 = c.int64 = c.subgroups = true;
+  int v = 0;
+  d.cuDeviceGetAttribute(&v, kAttrWarpSize, dev);
+  c.subgroup_size = uint32_t(v);
+  d.cuDeviceGetAttribute(&v, kAttrMaxSharedPerBlock, dev);
+  c.shared_memory_bytes = size_t(v);
+  d.cuDeviceTotalMem(&c.memory_bytes, dev);
+  c.max_workgroup_size = {1024, 1024, 64};
+  c.max_workgroup_invocations = 1024;
+  c.timestamps = true;
+  return c;
+}
+
+std::string name_of(const Driver& d, CUdevice dev) {
+  char name[256] = {};
+  d.cuDeviceGetName(name, sizeof name, dev);
+  return name;
+}
+
+class CudaBackend : public Backend {
+ public:
+  explicit CudaBackend(const Driver& d, int index) : index_(index), ctx_(d, index) {
+    int major = 0, minor = 0;
+    d.cuDeviceGetAttribute(&major, kAttrComputeMajor, ctx_.device());
+    d.cuDeviceGetAttribute(&minor, kAttrComputeMinor, ctx_.device());
+    arch_ = "compute_" + std::to_string(major * 10 + minor);
+    name_ = name_of(d, ctx_.device());
+    caps_ = caps_of(d, ctx_.device());
+  }
+
+  BackendKind kind() const override { return BackendKind::Cuda; }
+  int index() const override { return index_; }
+  std::string name() const override { return name_; }
+  DeviceCaps caps() const override { return caps_; }
+  bool supports(OpKind, DType) const override { return true; }
+
+  std::unique_ptr<Buffer> alloc(size_t bytes) override { return std::make_unique<CudaBuffer>(ctx_, bytes); }
+  void upload(Buffer& dst, const void* src, size_t bytes, size_t offset) override {
+    ctx_.bind();
+    ctx_.driver().check(ctx_.driver().cuMemcpyHtoD(as_cuda(dst).ptr() + offset, src, bytes), "cuMemcpyHtoD");
+  }
+  void download(const Buffer& src, void* dst, size_t bytes, size_t offset) override {
+    ctx_.bind();
+    ctx_.driver().check(ctx_.driver().cuMemcpyDtoH(dst, as_cuda(src).ptr() + offset, bytes), "cuMemcpyDtoH");
+  }
+  void execute(const OpRun& run) override { runner_.run(run); }
+
+  std::unique_ptr<Program> compile(const ProgramSource& source) override {
+    if (source.language != "cuda")
+      throw Error("cuda: cannot compile '" + source.name + "' written in '" + source.language + "'");
+    PtxResult ptx = Nvrtc::get().compile(source.name, source.text, arch_);
+    std::smatch m;
+    static const std::regex entry(R"(__launch_bounds__\((\d+)\)\s+(\w+)\()");
+    if (!std::regex_search(source.text, m, entry))
+      throw Error("cuda: kernel " + source.name + " has no __launch_bounds__ entry point");
+    return std::make_unique<CudaProgram>(ctx_, ptx.ptx, m[2].str(), unsigned(std::stoul(m[1].str())));
+  }
+  std::unique_ptr<Stream> create_stream() override { return std::make_unique<CudaStream>(ctx_); }
+
+ private:
+  static CudaBuffer& as_cuda(const Buffer& b) {
+    auto* cb = dynamic_cast<const CudaBuffer*>(&b);
+    if (!cb) throw Error("cuda: buffer was not allocated by the CUDA backend");
+    return const_cast<CudaBuffer&>(*cb);
+  }
+
+  int index_;
+  Context ctx_;
+  std::string arch_, name_;
+  DeviceCaps caps_;
+  KernelRunner runner_{*this, kernel::Dialect::Cuda};
+};
+
+}  // namespace
+}  // namespace cuda
+
+BackendFactory cuda_backend_factory() {
+  return {BackendKind::Cuda,
+          [](std::string* why_not) {
+            std::vector<DeviceEntry> out;
+            const cuda::Driver* d = cuda::driver(why_not);
+            if (!d) return out;
+            std::string nvrtc_why;
+            if (!cuda::Nvrtc::available(&nvrtc_why)) {
+              if (why_not) *why_not = nvrtc_why;
+              return out;
+            }
+            int count = 0;
+            if (d->cuDeviceGetCount(&count) != 0 || count == 0) {
+              if (why_not) *why_not = "the NVIDIA driver reports no CUDA device";
+              return out;
+            }
+            for (int i = 0; i < count; ++i) {
+              cuda::CUdevice dev = 0;
+              d->cuDeviceGet(&dev, i);
+              out.push_back({BackendKind::Cuda, i, cuda::name_of(*d, dev), cuda::caps_of(*d, dev)});
+            }
+            return out;
+          },
+          [](int index) -> std::unique_ptr<Backend> {
+            std::string why;
+            const cuda::Driver* d = cuda::driver(&why);
+            if (!d) throw Error("cuda: " + why);
+            return std::make_unique<cuda::CudaBackend>(*d, index);
+          }};
+}
+
+}  // namespace kiln

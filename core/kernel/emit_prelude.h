@@ -1,0 +1,12 @@
+// The helper-function text generated kernels start with (see emit_prelude.cpp).
+#pragma once
+
+namespace kiln::kernel {
+
+const char* prelude_common();       // float/int/uint helpers
+const char* prelude_f64();          // double overloads (GLSL needs shaderFloat64 for them)
+const char* prelude_bf16();         // bf16 rounding store
+const char* prelude_i64();          // int64 overloads
+const char* prelude_cuda_compat();  // GLSL builtins and type names for CUDA C
+
+}  // namespace kiln::kernel

@@ -1,0 +1,126 @@
+// Every kernel the op table generates, printed in the CUDA dialect, compiles with NVRTC for sm_80 and
+// sm_90 and assembles with ptxas. Runs without a GPU; skipped with the reason when NVRTC is missing.
+#include <gtest/gtest.h>
+
+#include <cstdio>
+#include <cstdlib>
+#include <fstream>
+#include <map>
+
+#include "backends/cuda/nvrtc.h"
+#include "core/frontend/device.h"
+#include "core/kernel/emit.h"
+#include "core/kernel/lower.h"
+#include "core/support/error.h"
+#include "kernel/op_cases.h"
+
+namespace kiln::kernel {
+namespace {
+
+// One translation unit holding every distinct kernel the table lowers to.
+struct Batch {
+  std::string source;
+  int kernels = 0;
+};
+
+const Batch& all_kernels() {
+  static const Batch batch = [] {
+    Batch b;
+    b.source = emit_prelude_for(Dialect::Cuda);
+    std::map<std::string, bool> seen;
+    for (const testing::Case& c : testing::table()) {
+      std::vector<TensorType> in;
+      for (const testing::Input& i : c.inputs) in.push_back({i.dtype, make_shape(i.dims)});
+      std::vector<TensorType> out = infer_types(c.kind, in, c.attrs, {});
+      AttrMap attrs = complete_attrs(c.kind, c.attrs, {});
+      LoweredOp op = lower_op(c.kind, attrs, in, out, 1);
+      for (const LoweredOp::Step& step : op.steps) {
+        EmitOptions o;
+        o.dialect = Dialect::Cuda;
+        o.standalone = false;
+        o.entry = "k" + std::to_string(b.kernels);
+        std::string body = emit(step.kernel.kernel, o).source;
+        std::string key = body.substr(body.find('\n'));  // without the name line
+        key = key.replace(key.find(o.entry), o.entry.size(), "");
+        if (seen[key]) continue;
+        seen[key] = true;
+        b.source += body;
+        ++b.kernels;
+      }
+    }
+    return b;
+  }();
+  return batch;
+}
+
+std::string find_ptxas() {
+  std::string home = std::getenv("CUDA_HOME") ? std::getenv("CUDA_HOME") : "/usr/local/cuda";
+  for (std::string p : {home + "/bin/ptxas", std::string("/usr/bin/ptxas")})
+    if (std::ifstream(p).good()) return p;
+  return "";
+}
+
+class CudaCompile : public ::testing::TestWithParam<const char*> {};
+
+TEST_P(CudaCompile, EveryGeneratedKernelCompilesAndAssembles) {
+  std::string why;
+  if (!cuda::Nvrtc::available(&why)) GTEST_SKIP() << why;
+  const Batch& batch = all_kernels();
+  ASSERT_GT(batch.kernels, 100);
+  std::string sm = GetParam();  // "80"
+  cuda::PtxResult ptx;
+  ASSERT_NO_THROW(ptx = cuda::Nvrtc::get().compile("op_table_kernels", batch.source, "compute_" + sm));
+  EXPECT_NE(ptx.ptx.find(".entry k0"), std::string::npos);
+  std::printf("%d kernels -> %zu bytes of PTX for compute_%s\n", batch.kernels, ptx.ptx.size(), sm.c_str());
+  std::string ptxas = find_ptxas();
+  if (ptxas.empty()) GTEST_SKIP() << "ptxas not installed: PTX compiled but not assembled";
+  std::string base = ::testing::TempDir() + "kiln_kernels_sm" + sm;
+  std::ofstream(base + ".ptx") << ptx.ptx;
+  std::string cmd = ptxas + " -arch=sm_" + sm + " " + base + ".ptx -o " + base + ".cubin 2> " + base + ".log";
+  int rc = std::system(cmd.c_str());
+  std::ifstream log(base + ".log");
+  std::string messages((std::istreambuf_iterator<char>(log)), std::istreambuf_iterator<char>());
+  EXPECT_EQ(rc, 0) << messages;
+}
+
+INSTANTIATE_TEST_SUITE_P(Archs, CudaCompile, ::testing::Values("80", "90"));
+
+TEST(CudaCompile, CompileErrorsCarryNvrtcsLog) {
+  std::string why;
+  if (!cuda::Nvrtc::available(&why)) GTEST_SKIP() << why;
+  try {
+    cuda::Nvrtc::get().compile("broken", "extern \"C\" __global__ void f() { undeclared_thing = 1; }",
+                               "compute_80");
+    FAIL();
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("undeclared_thing"), std::string::npos) << e.what();
+    EXPECT_NE(std::string(e.what()).find("broken"), std::string::npos) << e.what();
+  }
+}
+
+}  // namespace
+}  // namespace kiln::kernel
+
+namespace kiln {
+namespace {
+
+TEST(CudaDevice, MissingDriverIsAClearErrorAndBestSkipsIt) {
+  std::string why;
+  bool has_devices = false;
+  for (const DeviceEntry& e : available_devices()) has_devices |= e.kind == BackendKind::Cuda;
+  if (has_devices) GTEST_SKIP() << "a CUDA device is present";
+  try {
+    Device::parse("cuda");
+    FAIL() << "cuda should not open without a driver";
+  } catch (const Error& e) {
+    std::string msg = e.what();
+    EXPECT_NE(msg.find("cuda:0 is not available"), std::string::npos) << msg;
+    EXPECT_TRUE(msg.find("libcuda") != std::string::npos || msg.find("NVRTC") != std::string::npos ||
+                msg.find("no CUDA device") != std::string::npos || msg.find("cuInit") != std::string::npos)
+        << msg;
+  }
+  EXPECT_NE(Device::best().kind(), BackendKind::Cuda);
+}
+
+}  // namespace
+}  // namespace kiln
