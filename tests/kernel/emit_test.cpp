@@ -71,15 +71,16 @@ TEST(Emit, LaunchGroupsStayWithinLimits) {
   EXPECT_GE(uint64_t(g[0]) * g[1] * 256, uint64_t(256) * 70000);
 }
 
-TEST(Emit, CudaDialectIsNotBuiltYetAndSaysSo) {
-  EmitOptions o;
+TEST(Emit, CudaDialectPrintsTheSameKernelAsAGlobalFunction) {
+  EmitOptions o = options();
   o.dialect = Dialect::Cuda;
-  try {
-    emit(lower_add().steps[0].kernel.kernel, o);
-    FAIL();
-  } catch (const Error& e) {
-    EXPECT_NE(std::string(e.what()).find("CUDA dialect is not implemented yet"), std::string::npos);
-  }
+  EmittedKernel k = emit(lower_add().steps[0].kernel.kernel, o);
+  EXPECT_EQ(k.entry, cuda_entry_name());
+  EXPECT_NE(k.source.find("extern \"C\" __global__ void __launch_bounds__(256) kiln_kernel("),
+            std::string::npos) << k.source;
+  EXPECT_NE(k.source.find("const float* __restrict__ b0"), std::string::npos);
+  EXPECT_NE(k.source.find("// %42 add @ model.cpp:7"), std::string::npos);
+  EXPECT_EQ(k.source.find("gl_GlobalInvocationID"), std::string::npos);
 }
 
 }  // namespace

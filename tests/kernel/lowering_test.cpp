@@ -21,6 +21,8 @@ namespace {
 
 using namespace kiln::kernel::testing;
 
+std::string dt(DType t) { return std::string(dtype_name(t)); }
+
 // --- running a case ---------------------------------------------------------------------------
 
 int64_t numel_of(const std::vector<int64_t>& dims) {
