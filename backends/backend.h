@@ -78,6 +78,9 @@ class Program {
 struct Launch {
   const Program* program = nullptr;
   std::vector<Buffer*> buffers;
+  // Byte offset of each binding into its buffer (empty: all 0), so kernels can address ranges of one
+  // arena. Multiples of 256, which satisfies every Vulkan device's minStorageBufferOffsetAlignment.
+  std::vector<size_t> offsets;
   std::vector<uint8_t> push_constants;
   std::array<uint32_t, 3> groups{1, 1, 1};
 };

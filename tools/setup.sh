@@ -8,6 +8,7 @@ packages=(
   libvulkan-dev mesa-vulkan-drivers vulkan-validationlayers vulkan-tools
   glslc libshaderc-dev spirv-tools glslang-tools
   libglfw3-dev libimgui-dev xvfb
+  nlohmann-json3-dev
   libonnx-dev libonnx-testdata libprotobuf-dev protobuf-compiler
 )
 if [[ "${1:-}" == "--with-torch" ]]; then

@@ -17,7 +17,17 @@ class NullProgram : public Program {};
 
 class NullStream : public Stream {
  public:
-  void launch(const Launch&) override {}
+  // Checks what a real device would reject, so planner bugs show up in tests that run nowhere.
+  void launch(const Launch& launch) override {
+    if (!launch.offsets.empty() && launch.offsets.size() != launch.buffers.size())
+      throw Error("null: launch gave " + std::to_string(launch.offsets.size()) + " offsets for " +
+                  std::to_string(launch.buffers.size()) + " buffers");
+    for (size_t i = 0; i < launch.offsets.size(); ++i)
+      if (launch.offsets[i] % 256 != 0 || launch.offsets[i] >= launch.buffers[i]->bytes())
+        throw Error("null: launch binds buffer " + std::to_string(i) + " at offset " +
+                    std::to_string(launch.offsets[i]) + " (needs a multiple of 256 inside its " +
+                    std::to_string(launch.buffers[i]->bytes()) + " bytes)");
+  }
   void begin_recording() override {}
   void end_recording() override {}
   void replay() override {}

@@ -10,6 +10,7 @@
 #include "backends/vulkan/vulkan_memory.h"
 #include "backends/vulkan/vulkan_program.h"
 #include "backends/vulkan/vulkan_stream.h"
+#include "backends/vulkan/vulkan_templates.h"
 #include "core/support/error.h"
 
 namespace kiln {
@@ -57,11 +58,16 @@ class VulkanBackendImpl : public VulkanBackend {
   std::unique_ptr<Buffer> alloc(size_t bytes) override {
     return std::make_unique<VulkanBuffer>(*device_, *allocator_, bytes);
   }
+  // Eager launches are queued: a transfer touching a buffer they use waits for them first.
   void upload(Buffer& dst, const void* src, size_t bytes, size_t offset) override {
-    transfer_->upload(as_vulkan(dst), src, bytes, offset);
+    VulkanBuffer& vb = as_vulkan(dst);
+    if (vb.in_flight()) runner_.sync();
+    transfer_->upload(vb, src, bytes, offset);
   }
   void download(const Buffer& src, void* dst, size_t bytes, size_t offset) override {
-    transfer_->download(as_vulkan(src), dst, bytes, offset);
+    const VulkanBuffer& vb = as_vulkan(src);
+    if (vb.in_flight()) runner_.sync();
+    transfer_->download(vb, dst, bytes, offset);
   }
 
   void execute(const OpRun& run) override { runner_.run(run); }
@@ -86,6 +92,8 @@ class VulkanBackendImpl : public VulkanBackend {
 
   MemoryStats memory_stats() const override { return allocator_->stats(); }
   CompileStats compile_stats() const override { return compiler_->stats(); }
+  KernelRunnerStats eager_stats() const override { return runner_.stats(); }
+  void eager_sync() override { runner_.sync(); }
   void debug_message(const std::string& text) override { instance_.submit_message(text); }
   std::string driver_info() const override {
     VkPhysicalDeviceDriverProperties driver{VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_DRIVER_PROPERTIES};
@@ -110,7 +118,8 @@ class VulkanBackendImpl : public VulkanBackend {
   std::unique_ptr<Transfer> transfer_;
   std::unique_ptr<ShaderCompiler> compiler_;
   VkPipelineCache pipeline_cache_ = VK_NULL_HANDLE;
-  KernelRunner runner_{*this, kernel::Dialect::Glsl};  // last: its programs die first
+  // Last: its programs and queued launches go first.
+  KernelRunner runner_{*this, kernel::Dialect::Glsl, {.templates = glsl_template_planner()}};
 };
 
 }  // namespace

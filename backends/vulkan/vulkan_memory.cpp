@@ -208,8 +208,13 @@ MemoryStats MemoryAllocator::stats() const {
   return s;
 }
 
+BufferMemory::~BufferMemory() {
+  if (buffer) vkDestroyBuffer(device.handle(), buffer, nullptr);
+  allocator.release(allocation);
+}
+
 VulkanBuffer::VulkanBuffer(Device& device, MemoryAllocator& allocator, size_t bytes)
-    : Buffer(bytes), device_(device), allocator_(allocator) {
+    : Buffer(bytes), memory_(std::make_shared<BufferMemory>(device, allocator)) {
   const auto& limits = device.properties().limits;
   range_ = align_up(std::max<VkDeviceSize>(bytes, 1), 16);
   if (range_ > limits.maxStorageBufferRange)
@@ -222,25 +227,17 @@ VulkanBuffer::VulkanBuffer(Device& device, MemoryAllocator& allocator, size_t by
   info.usage = VK_BUFFER_USAGE_STORAGE_BUFFER_BIT | VK_BUFFER_USAGE_TRANSFER_SRC_BIT |
                VK_BUFFER_USAGE_TRANSFER_DST_BIT;
   info.sharingMode = VK_SHARING_MODE_EXCLUSIVE;
-  check(vkCreateBuffer(device.handle(), &info, nullptr, &buffer_), "vkCreateBuffer");
-  try {
-    VkMemoryRequirements req;
-    vkGetBufferMemoryRequirements(device.handle(), buffer_, &req);
-    allocation_ = allocator.allocate(req);
-    VkResult r = vkBindBufferMemory(device.handle(), buffer_, allocation_.memory, allocation_.offset);
-    if (r != VK_SUCCESS) {
-      allocator.release(allocation_);
-      check(r, "vkBindBufferMemory");
-    }
-  } catch (...) {
-    vkDestroyBuffer(device.handle(), buffer_, nullptr);
-    throw;
+  // On a throw below, memory_'s destructor destroys whatever was created.
+  check(vkCreateBuffer(device.handle(), &info, nullptr, &memory_->buffer), "vkCreateBuffer");
+  VkMemoryRequirements req;
+  vkGetBufferMemoryRequirements(device.handle(), memory_->buffer, &req);
+  Allocation allocation = allocator.allocate(req);
+  VkResult r = vkBindBufferMemory(device.handle(), memory_->buffer, allocation.memory, allocation.offset);
+  if (r != VK_SUCCESS) {
+    allocator.release(allocation);
+    check(r, "vkBindBufferMemory");
   }
-}
-
-VulkanBuffer::~VulkanBuffer() {
-  vkDestroyBuffer(device_.handle(), buffer_, nullptr);
-  allocator_.release(allocation_);
+  memory_->allocation = allocation;
 }
 
 Transfer::Transfer(Device& device, MemoryAllocator& allocator) : device_(device), allocator_(allocator) {}

@@ -58,23 +58,38 @@ class MemoryAllocator {
   mutable std::mutex mutex_;
 };
 
+// A VkBuffer and its memory. Shared between the VulkanBuffer that owns it and the stream batches
+// whose launches use it, so a tensor freed while a queued launch still reads it keeps its memory
+// until that launch has finished.
+struct BufferMemory {
+  BufferMemory(Device& device, MemoryAllocator& allocator) : device(device), allocator(allocator) {}
+  ~BufferMemory();
+  BufferMemory(const BufferMemory&) = delete;
+  BufferMemory& operator=(const BufferMemory&) = delete;
+
+  Device& device;
+  MemoryAllocator& allocator;
+  VkBuffer buffer = VK_NULL_HANDLE;
+  Allocation allocation;
+};
+
 // A kiln buffer: its own VkBuffer bound to a range of a shared block.
 class VulkanBuffer : public Buffer {
  public:
   // Throws kiln::Error (and leaks nothing) past maxStorageBufferRange or the device's memory.
   VulkanBuffer(Device& device, MemoryAllocator& allocator, size_t bytes);
-  ~VulkanBuffer() override;
+  ~VulkanBuffer() override = default;
 
-  VkBuffer handle() const { return buffer_; }
+  VkBuffer handle() const { return memory_->buffer; }
   VkDeviceSize range() const { return range_; }  // bytes rounded up to whole 16-byte words
-  uint8_t* mapped() const { return allocation_.mapped; }
+  uint8_t* mapped() const { return memory_->allocation.mapped; }
+  const std::shared_ptr<BufferMemory>& memory() const { return memory_; }
+  // A stream batch that has not finished (or a recorded one) still holds this buffer.
+  bool in_flight() const { return memory_.use_count() > 1; }
 
  private:
-  Device& device_;
-  MemoryAllocator& allocator_;
-  VkBuffer buffer_ = VK_NULL_HANDLE;
   VkDeviceSize range_ = 0;
-  Allocation allocation_;
+  std::shared_ptr<BufferMemory> memory_;
 };
 
 // Upload/download: memcpy when buffers are mapped, else chunked copies through a staging buffer.

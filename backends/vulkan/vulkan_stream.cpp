@@ -35,9 +35,22 @@ struct CommandStream::Batch {
   std::vector<std::string> names;  // program name per launch, for timings
   std::set<VkBuffer> read_since_barrier;
   std::set<VkBuffer> written_since_barrier;
+  std::vector<std::shared_ptr<BufferMemory>> held;  // buffers used, kept alive until finished
   bool open = false;
   bool pending = false;
 };
+
+std::unique_ptr<CommandStream::Batch> CommandStream::new_batch() {
+  auto batch = std::make_unique<Batch>();
+  VkCommandBufferAllocateInfo cmd_info{VK_STRUCTURE_TYPE_COMMAND_BUFFER_ALLOCATE_INFO};
+  cmd_info.commandPool = command_pool_;
+  cmd_info.level = VK_COMMAND_BUFFER_LEVEL_PRIMARY;
+  cmd_info.commandBufferCount = 1;
+  check(vkAllocateCommandBuffers(device_.handle(), &cmd_info, &batch->cmd), "vkAllocateCommandBuffers");
+  VkFenceCreateInfo fence_info{VK_STRUCTURE_TYPE_FENCE_CREATE_INFO};
+  check(vkCreateFence(device_.handle(), &fence_info, nullptr, &batch->fence), "vkCreateFence");
+  return batch;
+}
 
 CommandStream::CommandStream(Device& device) : device_(device) {
   timestamps_ = device.caps().timestamps;
@@ -45,23 +58,17 @@ CommandStream::CommandStream(Device& device) : device_(device) {
   info.flags = VK_COMMAND_POOL_CREATE_RESET_COMMAND_BUFFER_BIT;
   info.queueFamilyIndex = device.queue_family();
   check(vkCreateCommandPool(device.handle(), &info, nullptr, &command_pool_), "vkCreateCommandPool");
-  for (auto* batch : {&eager_, &recorded_}) {
-    *batch = std::make_unique<Batch>();
-    VkCommandBufferAllocateInfo cmd_info{VK_STRUCTURE_TYPE_COMMAND_BUFFER_ALLOCATE_INFO};
-    cmd_info.commandPool = command_pool_;
-    cmd_info.level = VK_COMMAND_BUFFER_LEVEL_PRIMARY;
-    cmd_info.commandBufferCount = 1;
-    check(vkAllocateCommandBuffers(device.handle(), &cmd_info, &(*batch)->cmd), "vkAllocateCommandBuffers");
-    VkFenceCreateInfo fence_info{VK_STRUCTURE_TYPE_FENCE_CREATE_INFO};
-    check(vkCreateFence(device.handle(), &fence_info, nullptr, &(*batch)->fence), "vkCreateFence");
-  }
+  eager_[0] = new_batch();
+  eager_[1] = new_batch();
+  recorded_ = new_batch();
 }
 
 CommandStream::~CommandStream() {
   VkDevice d = device_.handle();
-  for (auto* batch : {eager_.get(), recorded_.get()}) {
+  for (auto* batch : {eager_[0].get(), eager_[1].get(), recorded_.get()}) {
     if (!batch) continue;
     if (batch->pending) vkWaitForFences(d, 1, &batch->fence, VK_TRUE, UINT64_MAX);
+    batch->held.clear();  // frees buffers whose owners went away while the batch ran
     vkDestroyFence(d, batch->fence, nullptr);
     for (VkDescriptorPool p : batch->descriptor_pools) vkDestroyDescriptorPool(d, p, nullptr);
     for (VkQueryPool q : batch->query_pools) vkDestroyQueryPool(d, q, nullptr);
@@ -76,6 +83,7 @@ void CommandStream::begin(Batch& batch) {
   batch.current_pool = 0;
   batch.query_pools_reset = 0;
   batch.names.clear();
+  batch.held.clear();
   batch.read_since_barrier.clear();
   batch.written_since_barrier.clear();
   VkCommandBufferBeginInfo begin{VK_STRUCTURE_TYPE_COMMAND_BUFFER_BEGIN_INFO};
@@ -107,6 +115,7 @@ void CommandStream::wait(Batch& batch) {
   if (!batch.pending) return;
   check(vkWaitForFences(device_.handle(), 1, &batch.fence, VK_TRUE, UINT64_MAX), "vkWaitForFences");
   batch.pending = false;
+  if (&batch != recorded_.get()) batch.held.clear();  // a recorded batch runs again at replay()
   if (!timestamps_ || batch.names.empty()) return;
   const double ns_per_tick = device_.properties().limits.timestampPeriod;
   const uint64_t mask = device_.timestamp_valid_bits() >= 64
@@ -188,6 +197,19 @@ void CommandStream::record(Batch& batch, const Launch& launch) {
       throw Error("vulkan: launch of '" + name + "' asks for " + std::to_string(launch.groups[i]) +
                   " workgroups in dimension " + std::to_string(i) + "; " + device_.name() +
                   " allows " + std::to_string(limits.maxComputeWorkGroupCount[i]));
+  if (!launch.offsets.empty() && launch.offsets.size() != launch.buffers.size())
+    throw Error("vulkan: launch of '" + name + "' gave " + std::to_string(launch.offsets.size()) +
+                " offsets for " + std::to_string(launch.buffers.size()) + " buffers");
+  for (size_t i = 0; i < launch.offsets.size(); ++i) {
+    if (launch.offsets[i] % limits.minStorageBufferOffsetAlignment != 0)
+      throw Error("vulkan: launch of '" + name + "' binds buffer " + std::to_string(i) + " at offset " +
+                  std::to_string(launch.offsets[i]) + ", not a multiple of the device's " +
+                  std::to_string(limits.minStorageBufferOffsetAlignment) + "-byte alignment");
+    if (launch.offsets[i] >= launch.buffers[i]->bytes())
+      throw Error("vulkan: launch of '" + name + "' binds buffer " + std::to_string(i) + " at offset " +
+                  std::to_string(launch.offsets[i]) + ", past its " +
+                  std::to_string(launch.buffers[i]->bytes()) + " bytes");
+  }
   std::vector<const VulkanBuffer*> buffers;
   for (Buffer* b : launch.buffers) {
     auto* vb = dynamic_cast<const VulkanBuffer*>(b);
@@ -213,6 +235,7 @@ void CommandStream::record(Batch& batch, const Launch& launch) {
     ++stats_.barriers;
   }
   for (size_t i = 0; i < buffers.size(); ++i) {
+    batch.held.push_back(buffers[i]->memory());
     if (layout.buffer_read[i]) batch.read_since_barrier.insert(buffers[i]->handle());
     if (layout.buffer_written[i]) batch.written_since_barrier.insert(buffers[i]->handle());
   }
@@ -224,7 +247,8 @@ void CommandStream::record(Batch& batch, const Launch& launch) {
     std::vector<VkDescriptorBufferInfo> infos(buffers.size());
     std::vector<VkWriteDescriptorSet> writes(buffers.size());
     for (size_t i = 0; i < buffers.size(); ++i) {
-      infos[i] = {buffers[i]->handle(), 0, buffers[i]->range()};
+      VkDeviceSize offset = launch.offsets.empty() ? 0 : launch.offsets[i];
+      infos[i] = {buffers[i]->handle(), offset, buffers[i]->range() - offset};
       writes[i] = {VK_STRUCTURE_TYPE_WRITE_DESCRIPTOR_SET};
       writes[i].dstSet = set;
       writes[i].dstBinding = uint32_t(i);
@@ -255,7 +279,14 @@ void CommandStream::launch(const Launch& launch) {
     record(*recorded_, launch);
     return;
   }
-  record(*eager_, launch);
+  record(eager(), launch);
+  if (eager().names.size() >= kEagerBatchLaunches) {
+    // Start the device on what is queued and keep recording into the other batch; bounds the
+    // memory held by queued launches and overlaps recording with execution.
+    end(eager());
+    submit(eager());
+    current_eager_ ^= 1;
+  }
 }
 
 void CommandStream::begin_recording() {
@@ -274,20 +305,25 @@ void CommandStream::replay() {
   if (recording_ != Recording::Done)
     throw Error(recording_ == Recording::Active ? "vulkan: replay() before end_recording()"
                                                 : "vulkan: replay() with nothing recorded");
-  if (eager_->open) {  // launches made before replay() run before it
-    end(*eager_);
-    submit(*eager_);
+  if (eager().open) {  // launches made before replay() run before it
+    end(eager());
+    submit(eager());
+    current_eager_ ^= 1;
   }
   wait(*recorded_);  // one command buffer can be pending only once
   submit(*recorded_);
 }
 
 void CommandStream::sync() {
-  if (eager_->open) {
-    end(*eager_);
-    submit(*eager_);
+  if (eager().open) {
+    end(eager());
+    submit(eager());
+    current_eager_ ^= 1;
   }
-  wait(*eager_);
+  // The batch now current was submitted before the other one: wait in submission order so the
+  // timings come out in launch order.
+  wait(eager());
+  wait(*eager_[current_eager_ ^ 1]);
   wait(*recorded_);
 }
 

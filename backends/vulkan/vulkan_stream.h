@@ -14,9 +14,12 @@
 
 namespace kiln::vulkan {
 
-// Launches outside recording go into an eager batch submitted at sync(); launches between
-// begin_recording() and end_recording() go into a batch that replay() submits again and again.
-// Buffers and programs must outlive the batches that use them.
+// Launches outside recording go into an eager batch, submitted at sync() or once it holds
+// kEagerBatchLaunches launches (then the next launches record into a second batch while the first
+// runs); launches between begin_recording() and end_recording() go into a batch that replay()
+// submits again and again. Batches hold the memory of the buffers they use until they have finished
+// (or, recorded, until the stream dies), so buffers may be freed while launches are queued; programs
+// must outlive the batches that use them.
 class CommandStream : public VulkanStream {
  public:
   explicit CommandStream(Device& device);
@@ -41,9 +44,14 @@ class CommandStream : public VulkanStream {
   VkDescriptorSet allocate_set(Batch& batch, VkDescriptorSetLayout layout);
   VkQueryPool query_pool_for(Batch& batch, size_t launch_index);
 
+  static constexpr size_t kEagerBatchLaunches = 128;
+  std::unique_ptr<Batch> new_batch();
+  Batch& eager() { return *eager_[current_eager_]; }
+
   Device& device_;
   VkCommandPool command_pool_ = VK_NULL_HANDLE;
-  std::unique_ptr<Batch> eager_;
+  std::unique_ptr<Batch> eager_[2];  // eager_[current_eager_] records; the other may be running
+  size_t current_eager_ = 0;
   std::unique_ptr<Batch> recorded_;
   enum class Recording { None, Active, Done } recording_ = Recording::None;
   bool timestamps_ = false;

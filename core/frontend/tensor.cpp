@@ -2,6 +2,7 @@
 #include "core/frontend/tensor.h"
 
 #include "core/frontend/dispatch.h"
+#include "core/frontend/scope.h"
 #include "core/ir/provenance.h"
 
 namespace kiln {
@@ -33,9 +34,14 @@ SymInt Tensor::shape(int64_t dim, Loc loc) const {
 
 void Tensor::read_into(void* dst, DType dst_dtype, const Loc& loc) const {
   const TensorImpl& i = impl();
-  if (i.value)
-    throw Error("reading a traced tensor's data (to_vector/item) at " + short_location(loc) +
-                " needs a graph break, which is not supported by this trace");
+  if (i.value) {
+    const std::string& scope = current_scope();
+    throw GraphBreak("graph break at " + short_location(loc) +
+                         (scope.empty() ? "" : " [" + scope + "]") +
+                         ": to_vector()/item() reads a traced tensor's data, which a graph "
+                         "cannot hold",
+                     loc);
+  }
   size_t n = size_t(numel());
   std::vector<uint8_t> bytes(n * dtype_size(i.type.dtype));
   i.device.backend().download(*i.buffer, bytes.data(), bytes.size());

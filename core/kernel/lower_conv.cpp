@@ -148,9 +148,10 @@ ExprRef lowest(DType t) {
   switch (t) {
     case DType::I32: return constant(double(std::numeric_limits<int32_t>::min()), t);
     case DType::I64: {
-      // GLSL rejects the literal -2^63; two halves sum to it exactly.
-      ExprRef half = constant(-4611686018427387904.0, t);
-      return op(OpKind::Add, t, {half, half});
+      // The printer writes int64 literals as int64_t(<32-bit literal>): build -2^63 exactly from
+      // factors that fit in 32 bits.
+      ExprRef v = op(OpKind::Mul, t, {constant(-2147483648.0, t), constant(1073741824.0, t)});
+      return op(OpKind::Mul, t, {v, constant(4, t)});
     }
     case DType::U8: return constant(0, t);
     default: return constant(-INFINITY, t);

@@ -25,15 +25,18 @@ struct PassRecord {
   std::string name;
   PassStats stats;
   std::string ir_after;  // text form, kept when PipelineOptions::keep_ir
+  double seconds = 0;    // wall time of the pass itself (not the verifier or the dump)
 };
 
 struct PipelineOptions {
-  std::string dump_dir;  // write NN-name.kir after each pass ("" = KILN_DUMP_IR or none)
+  // Writes 00-input.kir, then NN-name.kir after pass NN ("" = $KILN_DUMP_IR, or no dump when unset).
+  std::string dump_dir;
   bool keep_ir = false;  // keep each pass's output text in the records (for bundles)
 };
 
-// The standard pipeline (see pipeline.cpp for the list). Runs the passes in order, verifying the
-// graph after each one; returns one record per pass.
+// The standard pipeline (see pipeline.cpp for the list; the passes are in passes.h). run_pipeline
+// runs passes in order, verifying the graph after each one; a pass that throws or leaves an invalid
+// graph raises a kiln::Error naming it. Returns one record per pass.
 std::vector<Pass> standard_pipeline();
 std::vector<PassRecord> run_pipeline(Graph& graph, const std::vector<Pass>& passes,
                                      const PipelineOptions& options = {});

@@ -1,10 +1,12 @@
-// build_program: the interpreter-backed program (fusion and memory planning replace it on
-// code-generating backends as they land).
+// build_program: the planned program (fused kernels, memory plan, optional recording) on backends
+// that generate code, the node-by-node interpreter on the cpu reference and the null backend.
 #include "core/runtime/program.h"
 
 #include "core/runtime/interpreter.h"
+#include "core/runtime/planned_program.h"
 
 namespace kiln {
+
 namespace {
 
 class InterpretedProgram : public DeviceProgram {
@@ -22,7 +24,9 @@ class InterpretedProgram : public DeviceProgram {
 
 }  // namespace
 
-std::unique_ptr<DeviceProgram> build_program(const Graph& graph, Device, const ProgramOptions&) {
+std::unique_ptr<DeviceProgram> build_program(const Graph& graph, Device device, const ProgramOptions& options) {
+  if (device.kind() == BackendKind::Vulkan || device.kind() == BackendKind::Cuda)
+    return std::make_unique<PlannedProgram>(graph, device, options);
   return std::make_unique<InterpretedProgram>(graph);
 }
 

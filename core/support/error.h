@@ -16,6 +16,14 @@ class Error : public std::runtime_error {
   explicit Error(const std::string& message) : std::runtime_error(message) {}
 };
 
+// Reading a traced tensor's data (item/to_vector): a graph cannot hold the value, so the trace
+// stops there. kiln::compile catches it to run the function eagerly, or reports it (fullgraph).
+class GraphBreak : public Error {
+ public:
+  GraphBreak(const std::string& message, const Loc& where) : Error(message), where(where) {}
+  Loc where;
+};
+
 // "file.cpp:12" with the directory stripped, as users read it in messages.
 std::string short_location(const Loc& loc);
 std::string short_path(const std::string& path);

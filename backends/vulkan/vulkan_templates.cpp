@@ -1,0 +1,234 @@
+// The matmul template's planner: which ops and shapes it takes, the variant defines, and the push
+// constants (sizes, leading dimensions, batch strides with 0 for broadcast, the epilogue's terms).
+#include "backends/vulkan/vulkan_templates.h"
+
+#include <cstring>
+
+namespace kiln::vulkan {
+namespace {
+
+const char kMatmulTemplate[] =
+#include "matmul.comp.inc"
+    ;
+
+// Mirrors the push-constant block of shaders/matmul.comp (scalar layout).
+struct MatmulParams {
+  int32_t m, n, k;
+  int32_t lda, ldb, ldo;
+  int32_t batch1;
+  int32_t a_batch0, a_batch1;
+  int32_t b_batch0, b_batch1;
+  int32_t c_row, c_col;
+  float alpha, beta;
+};
+
+struct MatmulProblem {
+  int64_t m = 0, n = 0, k = 0;
+  bool trans_a = false, trans_b = false;
+  int64_t batch0 = 1, batch1 = 1;
+  int64_t a_batch0 = 0, a_batch1 = 0, b_batch0 = 0, b_batch1 = 0;
+  bool has_c = false;
+  int64_t c_row = 0, c_col = 0;
+  double alpha = 1, beta = 1;
+};
+
+bool fits_i32(int64_t v) { return v >= 0 && v <= INT32_MAX; }
+
+// numpy batch broadcasting reduced to at most two (extent, a stride, b stride) dims; false when
+// the broadcast pattern needs more.
+bool batch_dims(const std::vector<int64_t>& a_batch, const std::vector<int64_t>& b_batch,
+                const std::vector<int64_t>& out_batch, int64_t a_matrix, int64_t b_matrix,
+                MatmulProblem& p) {
+  struct Dim {
+    int64_t extent, a_stride, b_stride;
+  };
+  auto strides = [](const std::vector<int64_t>& dims, int64_t matrix, size_t out_rank) {
+    // Right-aligned to the output's batch dims; 0 where the operand broadcasts.
+    std::vector<int64_t> s(out_rank, 0);
+    int64_t stride = matrix;
+    for (size_t i = dims.size(); i-- > 0;) {
+      size_t o = out_rank - dims.size() + i;
+      s[o] = dims[i] == 1 ? 0 : stride;
+      stride *= dims[i];
+    }
+    return s;
+  };
+  std::vector<int64_t> as = strides(a_batch, a_matrix, out_batch.size());
+  std::vector<int64_t> bs = strides(b_batch, b_matrix, out_batch.size());
+  std::vector<Dim> dims;
+  for (size_t i = 0; i < out_batch.size(); ++i) {
+    if (out_batch[i] == 1) continue;
+    Dim d{out_batch[i], as[i], bs[i]};
+    // Merge with the previous dim when both operands step through them as one.
+    if (!dims.empty() && dims.back().a_stride == d.a_stride * d.extent &&
+        dims.back().b_stride == d.b_stride * d.extent) {
+      dims.back() = {dims.back().extent * d.extent, d.a_stride, d.b_stride};
+      continue;
+    }
+    dims.push_back(d);
+  }
+  if (dims.size() > 2) return false;
+  if (dims.size() == 2) {
+    p.batch0 = dims[0].extent;
+    p.a_batch0 = dims[0].a_stride;
+    p.b_batch0 = dims[0].b_stride;
+  }
+  if (!dims.empty()) {
+    p.batch1 = dims.back().extent;
+    p.a_batch1 = dims.back().a_stride;
+    p.b_batch1 = dims.back().b_stride;
+  }
+  return true;
+}
+
+std::optional<MatmulProblem> matmul_problem(const OpRun& run) {
+  const auto& a = run.inputs[0].dims;
+  const auto& b = run.inputs[1].dims;
+  const auto& out = run.outputs[0].dims;
+  MatmulProblem p;
+  const bool a_vec = a.size() == 1, b_vec = b.size() == 1;
+  p.m = a_vec ? 1 : a[a.size() - 2];
+  p.k = a.back();
+  p.n = b_vec ? 1 : b.back();
+  std::vector<int64_t> a_batch(a.begin(), a.end() - (a_vec ? 1 : 2));
+  std::vector<int64_t> b_batch(b.begin(), b.end() - (b_vec ? 1 : 2));
+  const size_t out_batch_rank = out.size() - (a_vec ? 0 : 1) - (b_vec ? 0 : 1);
+  std::vector<int64_t> out_batch(out.begin(), out.begin() + out_batch_rank);
+  if (!batch_dims(a_batch, b_batch, out_batch, p.m * p.k, p.k * p.n, p)) return std::nullopt;
+  return p;
+}
+
+std::optional<MatmulProblem> linear_problem(const OpRun& run) {
+  const auto& x = run.inputs[0].dims;
+  const auto& w = run.inputs[1].dims;
+  MatmulProblem p;
+  p.k = x.back();
+  p.n = w[0];
+  p.m = 1;
+  for (size_t i = 0; i + 1 < x.size(); ++i) p.m *= x[i];
+  p.trans_b = true;
+  if (run.inputs.size() == 3) {
+    const auto& bias = run.inputs[2].dims;
+    int64_t bias_numel = 1;
+    for (int64_t d : bias) bias_numel *= d;
+    // A bias along N (or a scalar) is the common case; other broadcasts keep the generic kernel.
+    for (size_t i = 0; i + 1 < bias.size(); ++i)
+      if (bias[i] != 1) return std::nullopt;
+    p.has_c = true;
+    p.c_col = bias_numel == 1 ? 0 : 1;
+  }
+  return p;
+}
+
+std::optional<MatmulProblem> gemm_problem(const OpRun& run) {
+  const auto& a = run.inputs[0].dims;
+  MatmulProblem p;
+  p.trans_a = run.attrs.get_bool("trans_a");
+  p.trans_b = run.attrs.get_bool("trans_b");
+  p.alpha = run.attrs.get_float("alpha");
+  p.beta = run.attrs.get_float("beta");
+  p.m = run.outputs[0].dims[0];
+  p.n = run.outputs[0].dims[1];
+  p.k = p.trans_a ? a[0] : a[1];
+  if (run.inputs.size() == 3 && p.beta != 0.0) {
+    const auto& c = run.inputs[2].dims;
+    int64_t cm = c.size() >= 2 ? c[c.size() - 2] : 1;
+    int64_t cn = c.empty() ? 1 : c.back();
+    p.has_c = true;
+    p.c_row = cm == 1 ? 0 : cn;
+    p.c_col = cn == 1 ? 0 : 1;
+  }
+  return p;
+}
+
+}  // namespace
+
+MatmulTile default_matmul_tile(const DeviceCaps& caps) {
+  MatmulTile t;
+  if (caps.is_cpu) {
+    // Measured on lavapipe 22.3 (kiln-bench tiles, BENCHMARKS.md): every buffer or shared load is a
+    // per-lane scalar loop there, so the biggest register tile (fewest loads per FMA) wins and
+    // staging through shared memory only adds loads and barriers.
+    t.tm = 8;
+    t.tn = 8;
+    t.shared = false;
+  }
+  while ((t.bm / t.tm) * (t.bn / t.tn) > int(caps.max_workgroup_invocations) && t.bm > t.tm) t.bm /= 2;
+  return t;
+}
+
+std::string matmul_source(const MatmulTile& t, bool trans_a, bool trans_b, bool has_c) {
+  std::string s = "#version 450\n";
+  auto define = [&](const char* name, int value) {
+    s += "#define ";
+    s += name;
+    s += ' ';
+    s += std::to_string(value);
+    s += '\n';
+  };
+  define("BM", t.bm);
+  define("BN", t.bn);
+  define("BK", t.bk);
+  define("TM", t.tm);
+  define("TN", t.tn);
+  define("TRANS_A", trans_a);
+  define("TRANS_B", trans_b);
+  define("HAS_C", has_c);
+  define("USE_SHARED", t.shared);
+  s += "#line 1\n";
+  s += kMatmulTemplate;
+  return s;
+}
+
+TemplatePlanner glsl_template_planner(const TemplateOptions& options) {
+  return [options](const OpRun& run, const DeviceCaps& caps) -> std::optional<TemplateLaunch> {
+    if (run.kind != OpKind::MatMul && run.kind != OpKind::Linear && run.kind != OpKind::Gemm)
+      return std::nullopt;
+    for (const BufferView& v : run.inputs)
+      if (v.dtype != DType::F32) return std::nullopt;
+    if (run.outputs.size() != 1 || run.outputs[0].dtype != DType::F32) return std::nullopt;
+    std::optional<MatmulProblem> p = run.kind == OpKind::MatMul ? matmul_problem(run)
+                                     : run.kind == OpKind::Linear ? linear_problem(run)
+                                                                  : gemm_problem(run);
+    if (!p) return std::nullopt;
+    const int64_t batch = p->batch0 * p->batch1;
+    const int64_t flops = 2 * p->m * p->n * p->k * batch;
+    if (p->m == 0 || p->n == 0 || flops < options.matmul_min_flops) return std::nullopt;
+    const MatmulTile tile = options.force_tile ? options.tile : default_matmul_tile(caps);
+    const int64_t groups_x = (p->n + tile.bn - 1) / tile.bn, groups_y = (p->m + tile.bm - 1) / tile.bm;
+    if (groups_x > 65535 || groups_y > 65535 || batch > 65535) return std::nullopt;
+    for (int64_t v : {p->m * p->k * batch, p->k * p->n * batch, p->m * p->n * batch})
+      if (!fits_i32(v)) return std::nullopt;
+
+    TemplateLaunch launch;
+    launch.name = std::string("matmul_tiled_f32") + (p->trans_a ? "_ta" : "") + (p->trans_b ? "_tb" : "") +
+                  (p->has_c ? "_c" : "");
+    launch.source = matmul_source(tile, p->trans_a, p->trans_b, p->has_c);
+    launch.args = {0, 1};
+    const int n_inputs = int(run.inputs.size());
+    if (p->has_c) launch.args.push_back(2);
+    launch.args.push_back(n_inputs);  // the output
+    MatmulParams params{};
+    params.m = int32_t(p->m);
+    params.n = int32_t(p->n);
+    params.k = int32_t(p->k);
+    params.lda = int32_t(p->trans_a ? p->m : p->k);
+    params.ldb = int32_t(p->trans_b ? p->k : p->n);
+    params.ldo = int32_t(p->n);
+    params.batch1 = int32_t(p->batch1);
+    params.a_batch0 = int32_t(p->a_batch0);
+    params.a_batch1 = int32_t(p->a_batch1);
+    params.b_batch0 = int32_t(p->b_batch0);
+    params.b_batch1 = int32_t(p->b_batch1);
+    params.c_row = int32_t(p->c_row);
+    params.c_col = int32_t(p->c_col);
+    params.alpha = float(p->alpha);
+    params.beta = float(p->beta);
+    launch.push_constants.resize(sizeof params);
+    std::memcpy(launch.push_constants.data(), &params, sizeof params);
+    launch.groups = {uint32_t(groups_x), uint32_t(groups_y), uint32_t(batch)};
+    return launch;
+  };
+}
+
+}  // namespace kiln::vulkan

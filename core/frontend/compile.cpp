@@ -1,0 +1,394 @@
+// kiln::compile's engine: the guarded cache, tracing, recompiles with reasons, graph breaks.
+#include "core/frontend/compile.h"
+
+#include <filesystem>
+#include <fstream>
+#include <mutex>
+#include <optional>
+#include <set>
+
+#include "core/frontend/guards.h"
+#include "core/frontend/nn/module.h"
+#include "core/frontend/scope.h"
+#include "core/frontend/tracer.h"
+#include "core/ir/text.h"
+#include "core/passes/pass.h"
+#include "core/support/log.h"
+
+namespace kiln::compile_detail {
+
+namespace {
+
+// Forwards shape decisions to the tracer and keeps each with the module scope it was made in.
+class DecisionRecorder : public GuardSink {
+ public:
+  explicit DecisionRecorder(Tracer& tracer) : tracer_(tracer) {}
+  void record(const ShapeGuard& guard) override {
+    tracer_.record(guard);
+    decisions.push_back({guard, current_scope()});
+  }
+  std::vector<DecisionGuard> decisions;
+
+ private:
+  Tracer& tracer_;
+};
+
+struct Trace {
+  Graph graph;
+  std::vector<std::pair<Value*, Tensor>> captured;
+  std::vector<DecisionGuard> decisions;
+  std::vector<TensorGuard> tensors;  // by argument index
+};
+
+// "x.cpp:12 [fc]": where the graph first reads `value`.
+std::string first_use(const Graph& graph, const Value* value) {
+  for (const Node* node : graph.nodes())
+    for (const Value* in : node->inputs)
+      if (in == value) return node->provenance.str() + " (op '" + std::string(op_name(node->kind)) + "')";
+  return "a graph output";
+}
+
+// t's dims as traced: symbols s<next>, s<next+1>, ... where `symbolic` says, else the sizes.
+Shape traced_dims(const Tensor& t, const std::vector<bool>& symbolic, int* next_symbol) {
+  Shape dims;
+  std::vector<int64_t> sizes = t.sizes();
+  for (size_t d = 0; d < sizes.size(); ++d)
+    dims.push_back(symbolic[d] ? SymInt::symbol("s" + std::to_string((*next_symbol)++), sizes[d])
+                               : SymInt(sizes[d]));
+  return dims;
+}
+
+}  // namespace
+
+struct Entry {
+  EntryGuards guards;
+  std::unique_ptr<DeviceProgram> program;  // null: fn broke the graph and runs eagerly
+  std::string break_location;
+};
+
+struct Engine::State {
+  CompileOptions options;
+  std::string name;
+  std::recursive_mutex mutex;  // recursive: a compiled function may call itself while tracing
+  std::vector<std::unique_ptr<Entry>> entries;  // checked newest first
+  CompileStats stats;
+  // Automatic dynamic shapes: per argument, the sizes at the last compile and the dims that
+  // changed between compiles (those are traced symbolic from then on).
+  std::vector<std::vector<int64_t>> last_sizes;
+  std::vector<std::set<size_t>> dynamic_dims;
+  bool past_limit_warned = false;
+  std::set<std::string> warned_breaks;
+
+  std::vector<Tensor> compile_and_run(std::span<const ArgView> args,
+                                      const std::vector<ModuleTensors>& modules, TraceFn trace,
+                                      EagerFn eager, std::string reason);
+  Trace trace_once(std::span<const ArgView> args, TraceFn trace, const Device& device,
+                   const std::vector<std::vector<bool>>& symbolic);
+  EntryGuards make_guards(std::span<const ArgView> args, const std::vector<ModuleTensors>& modules,
+                          Trace& trace, const Device& device);
+  std::vector<std::vector<bool>> choose_symbolic(std::span<const ArgView> args,
+                                                 std::string* reason);
+};
+
+Engine::Engine(CompileOptions options, std::string name) : state_(std::make_unique<State>()) {
+  state_->options = std::move(options);
+  state_->name = std::move(name);
+}
+
+Engine::~Engine() = default;
+
+CompileStats Engine::stats() const {
+  std::lock_guard lock(state_->mutex);
+  CompileStats s = state_->stats;
+  s.cache_entries = int64_t(state_->entries.size());
+  return s;
+}
+
+std::vector<Tensor> Engine::call(std::span<const ArgView> args, TraceFn trace, EagerFn eager) {
+  State& s = *state_;
+  std::lock_guard lock(s.mutex);
+  ++s.stats.calls;
+  // Module tensors are looked up at every call: load_state_dict and Module::to replace the
+  // Tensor objects in the module's slots, and replay must read the current ones.
+  std::vector<ModuleTensors> modules(args.size());
+  for (size_t i = 0; i < args.size(); ++i)
+    if (args[i].kind == ArgKind::Module) modules[i] = args[i].module->named_tensors();
+
+  std::vector<std::string> misses;
+  for (auto it = s.entries.rbegin(); it != s.entries.rend(); ++it) {
+    Entry& entry = **it;
+    std::optional<std::string> why = entry.guards.check(args, modules);
+    if (why) {
+      misses.push_back(*why);
+      continue;
+    }
+    ++s.stats.cache_hits;
+    if (!entry.program) {
+      ++s.stats.eager_calls;
+      return eager();
+    }
+    return entry.program->run(entry.guards.program_inputs(args, modules));
+  }
+
+  std::string reason = misses.empty() ? "" : misses.front();
+  if (!s.entries.empty() && int(s.entries.size()) >= s.options.recompile_limit) {
+    std::string limit = std::to_string(s.options.recompile_limit);
+    if (s.options.on_limit == OnLimit::Error)
+      throw Error("kiln::compile: " + s.name + " hit recompile_limit (" + limit +
+                  " cache entries); last guard failure: " + reason +
+                  ". Raise recompile_limit, mark the changing dims symbolic "
+                  "(dynamic = Dynamic::Symbolic), or set on_limit = OnLimit::Eager");
+    if (!s.past_limit_warned) {
+      s.past_limit_warned = true;
+      log::warn("kiln::compile: " + s.name + " hit recompile_limit (" + limit +
+                " cache entries); last guard failure: " + reason +
+                ". Calls that miss the cache now run eagerly (on_limit = Eager)");
+    }
+    ++s.stats.eager_calls;
+    return eager();
+  }
+  if (misses.size() > 1) {
+    log::debug("kiln::compile: " + s.name + ": every cache entry missed:");
+    for (size_t i = 0; i < misses.size(); ++i)
+      log::debug("  entry " + std::to_string(misses.size() - 1 - i) + ": " + misses[i]);
+  }
+  return s.compile_and_run(args, modules, trace, eager, reason);
+}
+
+std::vector<std::vector<bool>> Engine::State::choose_symbolic(std::span<const ArgView> args,
+                                                              std::string* reason) {
+  last_sizes.resize(args.size());
+  dynamic_dims.resize(args.size());
+  std::vector<std::vector<bool>> symbolic(args.size());
+  std::string newly;
+  for (size_t i = 0; i < args.size(); ++i) {
+    if (args[i].kind != ArgKind::Tensor || !args[i].tensor->defined()) continue;
+    std::vector<int64_t> sizes = args[i].tensor->sizes();
+    if (last_sizes[i].size() == sizes.size())
+      for (size_t d = 0; d < sizes.size(); ++d)
+        if (last_sizes[i][d] != sizes[d] && dynamic_dims[i].insert(d).second)
+          newly += std::string(newly.empty() ? "" : ", ") + "arg " + std::to_string(i) + " dim " +
+                   std::to_string(d);
+    last_sizes[i] = sizes;
+    symbolic[i].resize(sizes.size());
+    for (size_t d = 0; d < sizes.size(); ++d) {
+      bool wanted = options.dynamic == Dynamic::Symbolic ||
+                    (options.dynamic == Dynamic::Auto && dynamic_dims[i].count(d));
+      symbolic[i][d] = wanted && sizes[d] >= 2;  // 0 and 1 stay specialized, as in torch
+    }
+  }
+  if (!newly.empty() && options.dynamic == Dynamic::Auto)
+    *reason += "; automatic dynamic shapes: " + newly + " now symbolic";
+  return symbolic;
+}
+
+Trace Engine::State::trace_once(std::span<const ArgView> args, TraceFn trace,
+                                const Device& device,
+                                const std::vector<std::vector<bool>>& symbolic) {
+  Tracer tracer(device);
+  DecisionRecorder recorder(tracer);
+  Trace result;
+  result.tensors.resize(args.size());
+  std::vector<Tensor> traced_args;
+  int next_symbol = 0;
+  for (size_t i = 0; i < args.size(); ++i) {
+    if (args[i].kind != ArgKind::Tensor) continue;
+    const Tensor& t = *args[i].tensor;
+    TensorGuard& g = result.tensors[i];
+    g.defined = t.defined();
+    if (!g.defined) {
+      traced_args.emplace_back();
+      continue;
+    }
+    g.dtype = t.dtype();
+    g.device = t.device();
+    g.dims = traced_dims(t, symbolic[i], &next_symbol);
+    traced_args.push_back(tracer.input({g.dtype, g.dims}, "arg" + std::to_string(i)));
+  }
+  {
+    GuardSinkScope sink(&recorder);
+    std::vector<Tensor> outputs = trace(traced_args);
+    for (size_t k = 0; k < outputs.size(); ++k)
+      if (!outputs[k].defined())
+        throw Error("kiln::compile: " + name + " returned an undefined tensor as output " +
+                    std::to_string(k));
+    tracer.set_outputs(outputs);
+  }
+  result.captured = tracer.captured();
+  result.decisions = std::move(recorder.decisions);
+  result.graph = std::move(tracer.graph());
+  return result;
+}
+
+EntryGuards Engine::State::make_guards(std::span<const ArgView> args,
+                                       const std::vector<ModuleTensors>& modules, Trace& trace,
+                                       const Device& device) {
+  EntryGuards g;
+  g.tensors = std::move(trace.tensors);
+  g.decisions = std::move(trace.decisions);
+  g.scalars.resize(args.size());
+  g.module_sizes.resize(args.size());
+  for (size_t i = 0; i < args.size(); ++i) {
+    g.kinds.push_back(args[i].kind);
+    g.scalars[i] = {args[i].scalar_kind, args[i].scalar_int, args[i].scalar_float};
+    g.module_sizes[i] = modules[i].size();
+  }
+  for (size_t k = 0; k < trace.captured.size(); ++k) {
+    auto& [value, tensor] = trace.captured[k];
+    CaptureSource c;
+    c.type = tensor.type();
+    c.device = tensor.device();
+    if (c.device != device)
+      throw Error("kiln::compile: " + name + ": " + first_use(trace.graph, value) + " reads a " +
+                  c.type.str() + " tensor on " + c.device.name() + " while the inputs are on " +
+                  device.name() + "; move it (or its module) with .to(" + device.name() + ")");
+    for (size_t m = 0; m < modules.size() && !c.from_module; ++m)
+      for (size_t j = 0; j < modules[m].size(); ++j)
+        if (modules[m][j].second->impl_ptr() == tensor.impl_ptr()) {
+          c.from_module = true;
+          c.arg = m;
+          c.index = j;
+          c.name = modules[m][j].first;
+          value->name = c.name;  // graph dumps show "fc1.weight" rather than "captured3"
+          break;
+        }
+    if (!c.from_module) {
+      c.name = "captured" + std::to_string(k) + " at " + first_use(trace.graph, value);
+      c.fixed = std::move(tensor);
+    }
+    g.captures.push_back(std::move(c));
+  }
+  trace.captured.clear();
+  // Now that the tracer is gone, a count above one means someone else owns the tensor (a module
+  // reached through a lambda capture): if that owner later lets go, the copy here is stale.
+  for (CaptureSource& c : g.captures)
+    if (!c.from_module) c.owned_elsewhere = c.fixed.impl_ptr().use_count() > 1;
+  return g;
+}
+
+std::vector<Tensor> Engine::State::compile_and_run(std::span<const ArgView> args,
+                                                   const std::vector<ModuleTensors>& modules,
+                                                   TraceFn trace, EagerFn eager,
+                                                   std::string reason) {
+  // The program runs where the tensor arguments live; they must agree.
+  std::optional<Device> device;
+  size_t device_arg = 0;
+  for (size_t i = 0; i < args.size(); ++i) {
+    if (args[i].kind != ArgKind::Tensor || !args[i].tensor->defined()) continue;
+    Device d = args[i].tensor->device();
+    if (!device) {
+      device = d;
+      device_arg = i;
+    } else if (d != *device) {
+      throw Error("kiln::compile: " + name + ": tensor arguments are on different devices (arg " +
+                  std::to_string(device_arg) + " on " + device->name() + ", arg " +
+                  std::to_string(i) + " on " + d.name() + "); move them with .to(device)");
+    }
+  }
+  if (!device)  // no tensor arguments: follow the first module's parameters
+    for (const ModuleTensors& m : modules)
+      if (!m.empty() && m[0].second->defined()) {
+        device = m[0].second->device();
+        break;
+      }
+  if (!device) device = Device::cpu();
+
+  bool first = entries.empty();
+  std::vector<std::vector<bool>> symbolic = choose_symbolic(args, &reason);
+  if (!first) {
+    ++stats.recompiles;
+    stats.recompile_reasons.push_back(reason);
+    log::info("kiln::compile: recompiling " + name + " (cache entry " +
+              std::to_string(entries.size() + 1) + " of at most " +
+              std::to_string(options.recompile_limit) + "): " + reason);
+  }
+
+  auto entry = std::make_unique<Entry>();
+  std::optional<Trace> traced;
+  try {
+    try {
+      traced = trace_once(args, trace, *device, symbolic);
+    } catch (const GraphBreak&) {
+      throw;
+    } catch (const Error& e) {
+      bool any_symbolic = false;
+      for (const auto& dims : symbolic)
+        for (bool b : dims) any_symbolic = any_symbolic || b;
+      if (!any_symbolic) throw;
+      // Some op could not take a symbolic size: specialize this compile instead of failing.
+      log::info("kiln::compile: " + name + ": tracing with symbolic sizes failed (" + e.what() +
+                "); specializing every size for this compile");
+      for (auto& dims : symbolic) dims.assign(dims.size(), false);
+      traced = trace_once(args, trace, *device, symbolic);
+    }
+  } catch (const GraphBreak& b) {
+    std::string where = short_location(b.where);
+    if (options.fullgraph)
+      throw Error("kiln::compile: " + name + " (fullgraph = true): " + b.what() +
+                  ". Move the host read out of the compiled function, or set fullgraph = false "
+                  "to run it eagerly");
+    ++stats.graph_breaks;
+    stats.graph_break_locations.push_back(where);
+    if (warned_breaks.insert(where).second)
+      log::warn("kiln::compile: " + name + ": " + b.what() +
+                ". Running the function eagerly for calls like this one; splitting it into "
+                "compiled segments at the break (lazy mode) is not implemented yet. "
+                "fullgraph = true makes this an error");
+    // An eager entry guards the call's argument types (sizes symbolic where the dynamic policy
+    // says so), not the broken trace's decisions: fn did not finish, so later ones are unknown.
+    Trace shell;
+    shell.tensors.resize(args.size());
+    int next_symbol = 0;
+    for (size_t i = 0; i < args.size(); ++i) {
+      if (args[i].kind != ArgKind::Tensor || !args[i].tensor->defined()) continue;
+      const Tensor& t = *args[i].tensor;
+      shell.tensors[i] = {true, t.dtype(), t.device(), traced_dims(t, symbolic[i], &next_symbol)};
+    }
+    entry->guards = make_guards(args, modules, shell, *device);
+    entry->break_location = where;
+    ++stats.compiles;
+    entries.push_back(std::move(entry));
+    ++stats.eager_calls;
+    return eager();
+  }
+
+  const size_t num_inputs = traced->graph.inputs().size();
+  entry->guards = make_guards(args, modules, *traced, *device);
+  run_pipeline(traced->graph, standard_pipeline(), PipelineOptions{});
+  if (traced->graph.inputs().size() != num_inputs)
+    throw Error("kiln::compile: internal error: the pass pipeline changed the graph's inputs (" +
+                std::to_string(num_inputs) + " -> " +
+                std::to_string(traced->graph.inputs().size()) + ")");
+  if (!options.debug_dir.empty()) {
+    std::filesystem::create_directories(options.debug_dir);
+    std::string path = options.debug_dir + "/graph_" + std::to_string(stats.compiles) + ".kir";
+    std::ofstream out(path);
+    out << print_graph(traced->graph);
+    if (!out) log::warn("kiln::compile: could not write " + path);
+  }
+  ProgramOptions program_options;
+  program_options.reduce_overhead = options.mode == Mode::ReduceOverhead;
+  entry->program = build_program(traced->graph, *device, program_options);
+  stats.program = entry->program->stats();
+  ++stats.compiles;
+  log::debug("kiln::compile: compiled " + name + " for " + device->name() + ": " +
+             std::to_string(traced->graph.num_nodes()) + " nodes, " +
+             std::to_string(stats.program.kernels) + " kernels, " +
+             std::to_string(entry->guards.decisions.size()) + " shape decisions");
+  Entry& stored = *entry;
+  entries.push_back(std::move(entry));
+  return stored.program->run(stored.guards.program_inputs(args, modules));
+}
+
+void check_options(const CompileOptions& options) {
+  if (options.mode == Mode::MaxAutotune)
+    throw Error("kiln::compile: mode max-autotune is not implemented yet; use Mode::Default or "
+                "Mode::ReduceOverhead");
+  if (options.recompile_limit < 1)
+    throw Error("kiln::compile: recompile_limit must be at least 1, got " +
+                std::to_string(options.recompile_limit));
+}
+
+std::string default_name(const Loc& loc) { return "function compiled at " + short_location(loc); }
+
+}  // namespace kiln::compile_detail

@@ -1,0 +1,212 @@
+// NodeContext: operand and attribute access for op mappings, and emission with import-time folding.
+#include "core/onnx/import_context.h"
+
+#include <cstring>
+
+#include "core/frontend/dispatch.h"
+#include "core/onnx/proto_io.h"
+#include "core/support/error.h"
+
+namespace kiln::onnx::detail {
+
+const Literal* constant_of(const Value* v) {
+  if (!v || !v->producer || v->producer->kind != OpKind::Constant) return nullptr;
+  return &v->producer->attrs.get_tensor("value");
+}
+
+NodeContext::NodeContext(ImportContext& ctx, const kiln_onnx::NodeProto& node, int64_t opset)
+    : ctx_(ctx), node_(node), opset_(opset) {
+  Origin o;
+  o.imported = (node.name().empty() ? node.output_size() ? node.output(0) : std::string("?")
+                                    : node.name()) +
+               " (" + node.op_type() + ")";
+  provenance_.origins.push_back(o);
+}
+
+void NodeContext::fail(const std::string& why) const {
+  throw Error("onnx node " + provenance_.origins[0].imported + ": " + why);
+}
+
+void NodeContext::unsupported(const std::string& why) const { throw Unsupported{why}; }
+
+bool NodeContext::has_input(size_t i) const {
+  return i < num_inputs() && !node_.input(int(i)).empty();
+}
+
+Value* NodeContext::input(size_t i) const {
+  if (!has_input(i)) fail("input " + std::to_string(i) + " is required");
+  auto it = ctx_.values.find(node_.input(int(i)));
+  if (it == ctx_.values.end())
+    fail("input '" + node_.input(int(i)) + "' is not defined before this node");
+  return it->second;
+}
+
+const Literal* NodeContext::constant(size_t i) const {
+  return has_input(i) ? constant_of(input(i)) : nullptr;
+}
+
+const Literal& NodeContext::require_constant(size_t i, const std::string& what) const {
+  if (const Literal* lit = constant(i)) return *lit;
+  Value* v = input(i);
+  const std::string& name = node_.input(int(i));
+  // Computed from graph inputs only, all with given values: fix them and import again.
+  std::vector<std::string> deps;
+  std::vector<const Value*> stack = {v};
+  std::set<const Value*> seen;
+  bool fixable = true;
+  while (fixable && !stack.empty()) {
+    const Value* u = stack.back();
+    stack.pop_back();
+    if (!seen.insert(u).second) continue;
+    if (!u->producer) {
+      fixable = ctx_.options.input_values.count(u->name) && !ctx_.fixed_inputs.count(u->name);
+      deps.push_back(u->name);
+      continue;
+    }
+    for (const Value* w : u->producer->inputs) stack.push_back(w);
+  }
+  if (fixable && !deps.empty()) throw NeedInputValue{deps};
+  unsupported("operand '" + what + "' ('" + name + "', " + v->type.str() +
+              ") must be a constant (initializer or computed from constants): it decides the "
+              "output shape");
+}
+
+std::vector<int64_t> NodeContext::constant_ints(size_t i, const std::string& what) const {
+  const Literal& lit = require_constant(i, what);
+  if (is_floating(lit.dtype)) fail("operand '" + what + "' must hold integers");
+  std::vector<int64_t> out;
+  for (int64_t k = 0; k < lit.numel(); ++k) out.push_back(int64_t(lit.element(k)));
+  // element() goes through double: exact below 2^53, and i64 extremes (INT64_MAX as "to the end")
+  // come back saturated, which is what slicing wants.
+  if (lit.dtype == DType::I64) {
+    out.resize(size_t(lit.numel()));
+    std::memcpy(out.data(), lit.bytes.data(), out.size() * 8);
+  }
+  return out;
+}
+
+std::vector<double> NodeContext::constant_floats(size_t i, const std::string& what) const {
+  const Literal& lit = require_constant(i, what);
+  std::vector<double> out;
+  for (int64_t k = 0; k < lit.numel(); ++k) out.push_back(lit.element(k));
+  return out;
+}
+
+void NodeContext::set_output(size_t i, Value* v) {
+  if (!has_output(i)) return;
+  const std::string& name = node_.output(int(i));
+  if (v->name.empty()) v->name = name;
+  ctx_.values[name] = v;
+}
+
+const kiln_onnx::AttributeProto* NodeContext::find_attr(const std::string& name) const {
+  for (const auto& a : node_.attribute())
+    if (a.name() == name) return &a;
+  return nullptr;
+}
+
+bool NodeContext::has_attr(const std::string& name) const { return find_attr(name) != nullptr; }
+
+int64_t NodeContext::attr_int(const std::string& name, int64_t fallback) const {
+  const auto* a = find_attr(name);
+  if (!a) return fallback;
+  if (a->type() != kiln_onnx::AttributeProto::INT) fail("attribute '" + name + "' must be an int");
+  return a->i();
+}
+
+double NodeContext::attr_float(const std::string& name, double fallback) const {
+  const auto* a = find_attr(name);
+  if (!a) return fallback;
+  if (a->type() == kiln_onnx::AttributeProto::INT) return double(a->i());
+  if (a->type() != kiln_onnx::AttributeProto::FLOAT) fail("attribute '" + name + "' must be a float");
+  return a->f();
+}
+
+std::string NodeContext::attr_string(const std::string& name, const std::string& fallback) const {
+  const auto* a = find_attr(name);
+  if (!a) return fallback;
+  if (a->type() != kiln_onnx::AttributeProto::STRING) fail("attribute '" + name + "' must be a string");
+  return a->s();
+}
+
+std::vector<int64_t> NodeContext::attr_ints(const std::string& name,
+                                            std::vector<int64_t> fallback) const {
+  const auto* a = find_attr(name);
+  if (!a) return fallback;
+  if (a->type() != kiln_onnx::AttributeProto::INTS) fail("attribute '" + name + "' must be ints");
+  return {a->ints().begin(), a->ints().end()};
+}
+
+std::vector<double> NodeContext::attr_floats(const std::string& name,
+                                             std::vector<double> fallback) const {
+  const auto* a = find_attr(name);
+  if (!a) return fallback;
+  if (a->type() != kiln_onnx::AttributeProto::FLOATS) fail("attribute '" + name + "' must be floats");
+  return {a->floats().begin(), a->floats().end()};
+}
+
+Literal NodeContext::attr_tensor(const std::string& name) const {
+  const auto* a = find_attr(name);
+  if (!a || a->type() != kiln_onnx::AttributeProto::TENSOR)
+    fail("attribute '" + name + "' must be a tensor");
+  try {
+    return literal_from_proto(a->t(), ctx_.model_dir, "attribute '" + name + "'");
+  } catch (const Error& e) {
+    unsupported(e.what());
+  }
+}
+
+void NodeContext::require_attr_int(const std::string& name, int64_t expected) const {
+  const int64_t v = attr_int(name, expected);
+  if (v != expected)
+    unsupported("attribute " + name + "=" + std::to_string(v) + " (only " +
+                std::to_string(expected) + " is supported)");
+}
+
+std::vector<Value*> NodeContext::emit_multi(OpKind kind, const std::vector<Value*>& inputs,
+                                            const AttrMap& attrs) {
+  bool all_constant = !inputs.empty();
+  for (Value* v : inputs) all_constant = all_constant && constant_of(v) != nullptr;
+  if (!all_constant) return ctx_.graph.add_node(kind, inputs, attrs, provenance_)->outputs;
+  // Import-time folding on the cpu reference: shape arithmetic becomes attributes downstream.
+  std::vector<Tensor> args;
+  for (Value* v : inputs) args.push_back(literal_to_tensor(*constant_of(v)));
+  std::vector<Tensor> outs = run_op_at(kind, args, attrs, provenance_);
+  std::vector<Value*> result;
+  for (const Tensor& t : outs) result.push_back(constant_value(tensor_to_literal(t)));
+  for (Value* v : inputs)
+    if (ctx_.initializer_values.count(v))  // a weight folded (transposed, cast) stays a weight
+      for (Value* r : result) ctx_.initializer_values.insert(r);
+  return result;
+}
+
+Value* NodeContext::emit(OpKind kind, const std::vector<Value*>& inputs, const AttrMap& attrs) {
+  std::vector<Value*> outs = emit_multi(kind, inputs, attrs);
+  if (outs.size() != 1) fail("internal: expected one output from " + std::string(op_name(kind)));
+  return outs[0];
+}
+
+Value* NodeContext::constant_value(const Literal& literal) {
+  AttrMap attrs;
+  attrs.set("value", std::make_shared<const Literal>(literal));
+  return ctx_.graph.add_node(OpKind::Constant, {}, attrs, provenance_)->output();
+}
+
+Value* NodeContext::scalar(double value, DType dtype) {
+  Literal lit;
+  lit.dtype = dtype;
+  lit.bytes.resize(dtype_size(dtype));
+  convert_elements(&value, DType::F64, lit.bytes.data(), dtype, 1);
+  return constant_value(lit);
+}
+
+Value* NodeContext::cast(Value* v, DType dtype) {
+  if (v->type.dtype == dtype) return v;
+  return emit(OpKind::Cast, {v}, {{"dtype", dtype}});
+}
+
+Value* NodeContext::reshape(Value* v, const Shape& shape) {
+  return emit(OpKind::Reshape, {v}, {{"shape", shape}});
+}
+
+}  // namespace kiln::onnx::detail

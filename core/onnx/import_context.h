@@ -1,0 +1,125 @@
+// The importer's inner API: the value table, attribute access and node emission that every
+// per-op mapping (ops_*.cpp) uses. Internal to core/onnx.
+#pragma once
+
+#include <functional>
+#include <map>
+#include <memory>
+#include <set>
+#include <string>
+#include <vector>
+
+#include "core/ir/graph.h"
+#include "core/onnx/onnx_import.h"
+#include "kiln_onnx.pb.h"
+
+namespace kiln::onnx::detail {
+
+// Thrown by a mapping that cannot express a node (the op or an attribute value); the importer
+// collects these and reports them all at once.
+struct Unsupported {
+  std::string reason;
+};
+
+// Thrown when an op needs a constant computed from graph inputs that ImportOptions::input_values
+// gives values for: the importer restarts with those inputs fixed.
+struct NeedInputValue {
+  std::vector<std::string> names;
+};
+
+class ImportContext;
+
+// What an op mapping sees: one ONNX node, its operands and attributes, and ways to emit kiln ops.
+class NodeContext {
+ public:
+  NodeContext(ImportContext& ctx, const kiln_onnx::NodeProto& node, int64_t opset);
+
+  const std::string& op_type() const { return node_.op_type(); }
+  int64_t opset() const { return opset_; }
+  const Provenance& provenance() const { return provenance_; }
+
+  // Inputs: optional ones may be absent (missing or an empty name).
+  size_t num_inputs() const { return size_t(node_.input_size()); }
+  bool has_input(size_t i) const;
+  Value* input(size_t i) const;  // fails when absent
+  const TensorType& input_type(size_t i) const { return input(i)->type; }
+  // The input's value when it is constant (initializer, Constant, folded), else nullptr.
+  const Literal* constant(size_t i) const;
+  // The value, or kiln::Error / Unsupported saying the operand `what` must be constant.
+  const Literal& require_constant(size_t i, const std::string& what) const;
+  std::vector<int64_t> constant_ints(size_t i, const std::string& what) const;
+  std::vector<double> constant_floats(size_t i, const std::string& what) const;
+
+  size_t num_outputs() const { return size_t(node_.output_size()); }
+  bool has_output(size_t i) const { return i < num_outputs() && !node_.output(int(i)).empty(); }
+  void set_output(size_t i, Value* v);
+
+  // Attributes with defaults; a present attribute of the wrong kind is a kiln::Error.
+  bool has_attr(const std::string& name) const;
+  int64_t attr_int(const std::string& name, int64_t fallback) const;
+  double attr_float(const std::string& name, double fallback) const;
+  std::string attr_string(const std::string& name, const std::string& fallback) const;
+  std::vector<int64_t> attr_ints(const std::string& name, std::vector<int64_t> fallback = {}) const;
+  std::vector<double> attr_floats(const std::string& name, std::vector<double> fallback = {}) const;
+  Literal attr_tensor(const std::string& name) const;
+  // Rejects attributes that the mapping ignores when they hold a non-default value.
+  void require_attr_int(const std::string& name, int64_t expected) const;
+
+  // Emits one kiln op (folded at import time when every input is constant).
+  Value* emit(OpKind kind, const std::vector<Value*>& inputs, const AttrMap& attrs = {});
+  std::vector<Value*> emit_multi(OpKind kind, const std::vector<Value*>& inputs,
+                                 const AttrMap& attrs = {});
+  Value* constant_value(const Literal& literal);
+  Value* scalar(double value, DType dtype);
+  Value* cast(Value* v, DType dtype);  // no-op when already dtype
+  Value* reshape(Value* v, const Shape& shape);
+
+  [[noreturn]] void fail(const std::string& why) const;         // kiln::Error
+  [[noreturn]] void unsupported(const std::string& why) const;  // collected
+
+ private:
+  const kiln_onnx::AttributeProto* find_attr(const std::string& name) const;
+
+  ImportContext& ctx_;
+  const kiln_onnx::NodeProto& node_;
+  int64_t opset_;
+  Provenance provenance_;
+};
+
+using OpMapping = std::function<void(NodeContext&)>;
+using OpTable = std::map<std::string, OpMapping>;
+
+// Each op group registers its mappings (ops_*.cpp).
+void register_elementwise_ops(OpTable& table);
+void register_nn_ops(OpTable& table);
+void register_reduce_ops(OpTable& table);
+void register_tensor_ops(OpTable& table);
+void register_composite_ops(OpTable& table);
+
+// The value table of one import.
+class ImportContext {
+ public:
+  ImportContext(Graph& graph, const std::string& model_dir, const ImportOptions& options,
+                const std::set<std::string>& fixed_inputs)
+      : graph(graph), model_dir(model_dir), options(options), fixed_inputs(fixed_inputs) {}
+
+  Graph& graph;
+  std::string model_dir;
+  const ImportOptions& options;
+  const std::set<std::string>& fixed_inputs;
+  std::map<std::string, Value*> values;       // ONNX value name -> kiln value
+  std::set<std::string> real_inputs;          // names of the model's graph inputs
+  std::set<const Value*> initializer_values;  // constants that came from initializers
+};
+
+// The literal held by a `constant` node's output, else nullptr.
+const Literal* constant_of(const Value* v);
+
+// Numpy-style elementwise dtype checks shared by the mappings.
+inline int64_t normalize_axis_or(NodeContext& n, int64_t axis, int64_t rank) {
+  if (axis < -rank || axis >= std::max<int64_t>(rank, 1))
+    n.fail("axis " + std::to_string(axis) + " is out of range for rank " + std::to_string(rank));
+  return axis < 0 ? axis + rank : axis;
+}
+
+}  // namespace kiln::onnx::detail

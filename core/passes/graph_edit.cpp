@@ -1,0 +1,96 @@
+// Graph-editing helpers shared by the passes (see graph_edit.h).
+#include "core/passes/graph_edit.h"
+
+#include <algorithm>
+#include <map>
+#include <queue>
+#include <set>
+
+#include "core/support/error.h"
+
+namespace kiln {
+
+bool same_type(const TensorType& a, const TensorType& b) {
+  if (a.dtype != b.dtype || a.shape.size() != b.shape.size()) return false;
+  for (size_t i = 0; i < a.shape.size(); ++i)
+    if (!a.shape[i].same_as(b.shape[i])) return false;
+  return true;
+}
+
+const Literal* literal_of(const Value* v) {
+  if (!v->producer || v->producer->kind != OpKind::Constant) return nullptr;
+  return &v->producer->attrs.get_tensor("value");
+}
+
+bool literal_is_splat(const Literal& lit, double value) {
+  for (int64_t i = 0; i < lit.numel(); ++i)
+    if (!(lit.element(i) == value)) return false;
+  return true;
+}
+
+bool is_topologically_ordered(const Graph& graph) {
+  std::set<const Value*> defined(graph.inputs().begin(), graph.inputs().end());
+  for (const Node* n : graph.nodes()) {
+    for (const Value* in : n->inputs)
+      if (!defined.count(in)) return false;
+    defined.insert(n->outputs.begin(), n->outputs.end());
+  }
+  return true;
+}
+
+void restore_topological_order(Graph& graph) {
+  if (is_topologically_ordered(graph)) return;
+  const std::vector<Node*> nodes = graph.nodes();
+  std::map<const Node*, size_t> index;
+  for (size_t i = 0; i < nodes.size(); ++i) index[nodes[i]] = i;
+
+  // Kahn's algorithm, always taking the earliest ready node, so valid stretches keep their order.
+  std::vector<int> pending(nodes.size(), 0);
+  std::vector<std::vector<size_t>> readers(nodes.size());
+  for (size_t i = 0; i < nodes.size(); ++i)
+    for (const Value* in : nodes[i]->inputs)
+      if (in->producer) {
+        auto it = index.find(in->producer);
+        if (it == index.end())
+          throw Error("restore_topological_order: node %" + std::to_string(nodes[i]->id) +
+                      " reads a value whose producer is not in the graph");
+        ++pending[i];
+        readers[it->second].push_back(i);
+      }
+  std::priority_queue<size_t, std::vector<size_t>, std::greater<>> ready;
+  for (size_t i = 0; i < nodes.size(); ++i)
+    if (pending[i] == 0) ready.push(i);
+  std::vector<size_t> order;
+  while (!ready.empty()) {
+    size_t i = ready.top();
+    ready.pop();
+    order.push_back(i);
+    for (size_t r : readers[i])
+      if (--pending[r] == 0) ready.push(r);
+  }
+  if (order.size() != nodes.size())
+    throw Error("restore_topological_order: the graph has a cycle (" +
+                std::to_string(nodes.size() - order.size()) + " nodes on it)");
+
+  Graph rebuilt;
+  std::map<const Value*, Value*> map;
+  for (const Value* v : graph.inputs()) map[v] = rebuilt.add_input(v->type, v->name);
+  for (size_t i : order) {
+    const Node& n = *nodes[i];
+    std::vector<Value*> ins;
+    for (const Value* v : n.inputs) ins.push_back(map.at(v));
+    std::vector<TensorType> types;
+    for (const Value* v : n.outputs) types.push_back(v->type);
+    Node* copy = rebuilt.add_node_typed(n.kind, ins, n.attrs, types, n.provenance);
+    for (size_t k = 0; k < n.outputs.size(); ++k) {
+      copy->outputs[k]->name = n.outputs[k]->name;
+      map[n.outputs[k]] = copy->outputs[k];
+    }
+  }
+  std::vector<Value*> outs;
+  for (const Value* v : graph.outputs()) outs.push_back(map.at(v));
+  rebuilt.set_outputs(std::move(outs));
+  graph = std::move(rebuilt);
+}
+
+}  // namespace kiln

@@ -1,0 +1,22 @@
+// Small graph-editing helpers the passes share: type and literal queries, and restoring
+// topological order after a pass appended replacement nodes.
+#pragma once
+
+#include "core/ir/graph.h"
+
+namespace kiln {
+
+// Structural equality: same dtype and the same dim expressions (records no shape guard).
+bool same_type(const TensorType& a, const TensorType& b);
+// The literal of a value produced by a `constant` node, else null.
+const Literal* literal_of(const Value* v);
+// True when every element of the literal equals `value` (0.0 matches -0.0; NaN never matches).
+bool literal_is_splat(const Literal& lit, double value);
+
+bool is_topologically_ordered(const Graph& graph);
+// Rebuilds the graph with its nodes in a topological order that keeps the current relative order
+// wherever it is already valid. No-op when the order is already valid; otherwise every Value* and
+// Node* into the graph is invalidated (inputs and outputs keep their positions and names).
+void restore_topological_order(Graph& graph);
+
+}  // namespace kiln

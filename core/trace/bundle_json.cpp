@@ -1,0 +1,230 @@
+// Bundle <-> DIR/bundle.json + DIR/sources/. Sources live in their own files so they open in any
+// editor and diff cleanly; the JSON names them. Unknown fields are ignored, so readers of version 1
+// accept additions.
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+
+#include <nlohmann/json.hpp>
+
+#include "core/support/error.h"
+#include "core/trace/bundle.h"
+
+namespace kiln::trace {
+
+namespace fs = std::filesystem;
+using nlohmann::json;
+
+namespace {
+
+json origin_json(const Origin& o) {
+  json j = {{"file", o.file}, {"line", o.line}, {"function", o.function}, {"scope", o.scope}};
+  if (!o.imported.empty()) j["imported"] = o.imported;
+  return j;
+}
+
+Origin origin_from(const json& j) {
+  Origin o;
+  o.file = j.value("file", "");
+  o.line = j.value("line", 0);
+  o.function = j.value("function", "");
+  o.scope = j.value("scope", "");
+  o.imported = j.value("imported", "");
+  return o;
+}
+
+json note_json(const BundleNote& n) { return {{"text", n.text}, {"file", n.file}, {"line", n.line}}; }
+BundleNote note_from(const json& j) { return {j.value("text", ""), j.value("file", ""), j.value("line", 0)}; }
+
+json optional_json(const std::optional<double>& v) { return v ? json(*v) : json(nullptr); }
+std::optional<double> optional_from(const json& j, const char* key) {
+  auto it = j.find(key);
+  if (it == j.end() || it->is_null()) return std::nullopt;
+  return it->get<double>();
+}
+
+std::string extension(const std::string& dialect) { return dialect == "cuda" ? "cu" : "glsl"; }
+
+void write_text(const fs::path& path, const std::string& text) {
+  std::ofstream out(path, std::ios::binary);
+  out << text;
+  if (!out) throw Error("bundle: cannot write " + path.string());
+}
+
+std::string read_text(const fs::path& path) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in) throw Error("bundle: cannot read " + path.string());
+  std::ostringstream s;
+  s << in.rdbuf();
+  return s.str();
+}
+
+json bundle_json(const Bundle& b, std::vector<std::pair<std::string, std::string>>& files) {
+  json j;
+  j["version"] = b.version;
+  j["name"] = b.name;
+  j["device"] = b.device;
+  json& passes = j["passes"] = json::array();
+  for (const BundlePass& p : b.passes)
+    passes.push_back({{"name", p.name}, {"ir", p.ir}, {"seconds", p.seconds}, {"stats", p.stats}});
+  json& graph = j["graph"];
+  graph["inputs"] = json::array();
+  for (const BundleInput& in : b.graph_inputs)
+    graph["inputs"].push_back({{"value", in.value}, {"name", in.name}, {"type", in.type}});
+  graph["outputs"] = b.graph_outputs;
+  graph["nodes"] = json::array();
+  for (const BundleNode& n : b.nodes) {
+    json jn = {{"id", n.id}, {"op", n.op}, {"inputs", n.inputs}, {"outputs", n.outputs},
+               {"input_types", n.input_types}, {"output_types", n.output_types},
+               {"origins", json::array()}};
+    for (const Origin& o : n.origins) jn["origins"].push_back(origin_json(o));
+    if (!n.no_kernel.empty()) jn["no_kernel"] = n.no_kernel;
+    graph["nodes"].push_back(std::move(jn));
+  }
+  json& kernels = j["kernels"] = json::array();
+  for (size_t k = 0; k < b.kernels.size(); ++k) {
+    const BundleKernel& bk = b.kernels[k];
+    json jk = {{"name", bk.name}, {"origins", bk.origins}, {"bytes_read", bk.bytes_read},
+               {"bytes_written", bk.bytes_written}, {"flops", bk.flops},
+               {"start_us", optional_json(bk.start_us)}, {"time_us", optional_json(bk.time_us)},
+               {"sources", json::array()}};
+    for (size_t s = 0; s < bk.sources.size(); ++s) {
+      const KernelSource& src = bk.sources[s];
+      std::string stem = "sources/kernel_" + std::to_string(k) + (s ? "." + std::to_string(s) : "");
+      std::string file = stem + "." + extension(src.dialect);
+      files.emplace_back(file, src.text);
+      json js = {{"entry", src.entry}, {"dialect", src.dialect}, {"file", file},
+                 {"line_origins", src.line_origins}, {"groups", src.groups},
+                 {"workgroup_size", src.workgroup_size}};
+      if (!src.spirv.empty()) {
+        std::string spv = stem + (src.dialect == "cuda" ? ".ptx" : ".spvasm");
+        files.emplace_back(spv, src.spirv);
+        js["spirv_file"] = spv;
+      }
+      jk["sources"].push_back(std::move(js));
+    }
+    kernels.push_back(std::move(jk));
+  }
+  json& mem = j["memory"];
+  mem["arena_bytes"] = b.memory.arena_bytes;
+  mem["naive_bytes"] = b.memory.naive_bytes;
+  mem["lower_bound_bytes"] = b.memory.lower_bound_bytes;
+  mem["planned_bytes"] = b.memory.planned_bytes;
+  mem["buffers"] = json::array();
+  for (const BundleBuffer& m : b.memory.buffers)
+    mem["buffers"].push_back({{"value", m.value}, {"name", m.name}, {"bytes", m.bytes}, {"arena", m.arena},
+                              {"offset", m.offset}, {"first", m.first}, {"last", m.last},
+                              {"in_place", m.in_place}});
+  for (auto [key, notes] : {std::pair{"guards", &b.guards}, {"recompiles", &b.recompiles},
+                            {"graph_breaks", &b.graph_breaks}}) {
+    j[key] = json::array();
+    for (const BundleNote& n : *notes) j[key].push_back(note_json(n));
+  }
+  j["accuracy"] = json::array();
+  for (const AccuracyRow& r : b.accuracy)
+    j["accuracy"].push_back({{"kernel", r.kernel}, {"max_abs", r.max_abs}, {"max_rel", r.max_rel},
+                             {"tolerance", r.tolerance}, {"passed", r.passed}});
+  return j;
+}
+
+Bundle bundle_from(const json& j, const fs::path& dir) {
+  Bundle b;
+  b.version = j.at("version").get<int>();
+  if (b.version > kBundleVersion)
+    throw Error("bundle: " + dir.string() + " has schema version " + std::to_string(b.version) +
+                "; this kiln reads up to version " + std::to_string(kBundleVersion) + " (update kiln)");
+  b.name = j.value("name", "");
+  b.device = j.value("device", "");
+  for (const json& p : j.value("passes", json::array()))
+    b.passes.push_back({p.value("name", ""), p.value("ir", ""), p.value("seconds", 0.0),
+                        p.value("stats", std::map<std::string, int64_t>{})});
+  const json graph = j.value("graph", json::object());
+  for (const json& in : graph.value("inputs", json::array()))
+    b.graph_inputs.push_back({in.value("value", 0), in.value("name", ""), in.value("type", "")});
+  b.graph_outputs = graph.value("outputs", std::vector<int>{});
+  for (const json& jn : graph.value("nodes", json::array())) {
+    BundleNode n;
+    n.id = jn.at("id").get<int>();
+    n.op = jn.value("op", "");
+    n.inputs = jn.value("inputs", std::vector<int>{});
+    n.outputs = jn.value("outputs", std::vector<int>{});
+    n.input_types = jn.value("input_types", std::vector<std::string>{});
+    n.output_types = jn.value("output_types", std::vector<std::string>{});
+    for (const json& o : jn.value("origins", json::array())) n.origins.push_back(origin_from(o));
+    n.no_kernel = jn.value("no_kernel", "");
+    b.nodes.push_back(std::move(n));
+  }
+  for (const json& jk : j.value("kernels", json::array())) {
+    BundleKernel k;
+    k.name = jk.value("name", "");
+    k.origins = jk.value("origins", std::vector<int>{});
+    k.bytes_read = jk.value("bytes_read", int64_t(0));
+    k.bytes_written = jk.value("bytes_written", int64_t(0));
+    k.flops = jk.value("flops", int64_t(0));
+    k.start_us = optional_from(jk, "start_us");
+    k.time_us = optional_from(jk, "time_us");
+    for (const json& js : jk.value("sources", json::array())) {
+      KernelSource s;
+      s.entry = js.value("entry", "main");
+      s.dialect = js.value("dialect", "glsl");
+      s.file = js.value("file", "");
+      if (!s.file.empty()) s.text = read_text(dir / s.file);
+      s.line_origins = js.value("line_origins", std::vector<std::vector<int>>{});
+      s.groups = js.value("groups", std::array<uint32_t, 3>{1, 1, 1});
+      s.workgroup_size = js.value("workgroup_size", 256);
+      std::string spv = js.value("spirv_file", "");
+      if (!spv.empty()) s.spirv = read_text(dir / spv);
+      k.sources.push_back(std::move(s));
+    }
+    b.kernels.push_back(std::move(k));
+  }
+  const json mem = j.value("memory", json::object());
+  b.memory.arena_bytes = mem.value("arena_bytes", std::vector<int64_t>{});
+  b.memory.naive_bytes = mem.value("naive_bytes", int64_t(0));
+  b.memory.lower_bound_bytes = mem.value("lower_bound_bytes", int64_t(0));
+  b.memory.planned_bytes = mem.value("planned_bytes", int64_t(0));
+  for (const json& m : mem.value("buffers", json::array()))
+    b.memory.buffers.push_back({m.value("value", -1), m.value("name", ""), m.value("bytes", int64_t(0)),
+                                m.value("arena", 0), m.value("offset", int64_t(0)), m.value("first", 0),
+                                m.value("last", 0), m.value("in_place", false)});
+  for (auto [key, notes] : {std::pair{"guards", &b.guards}, {"recompiles", &b.recompiles},
+                            {"graph_breaks", &b.graph_breaks}})
+    for (const json& n : j.value(key, json::array())) notes->push_back(note_from(n));
+  for (const json& r : j.value("accuracy", json::array()))
+    b.accuracy.push_back({r.value("kernel", 0), r.value("max_abs", 0.0), r.value("max_rel", 0.0),
+                          r.value("tolerance", 0.0), r.value("passed", true)});
+  return b;
+}
+
+}  // namespace
+
+void write_bundle(const std::string& dir, const Bundle& bundle) {
+  std::error_code ec;
+  fs::create_directories(fs::path(dir) / "sources", ec);
+  if (ec) throw Error("bundle: cannot create " + dir + "/sources: " + ec.message());
+  std::vector<std::pair<std::string, std::string>> files;
+  json j = bundle_json(bundle, files);
+  for (const auto& [name, text] : files) write_text(fs::path(dir) / name, text);
+  // Written last, so a reader never sees a bundle.json whose sources are missing.
+  write_text(fs::path(dir) / "bundle.json", j.dump(1));
+}
+
+Bundle read_bundle(const std::string& dir) {
+  fs::path path = fs::path(dir) / "bundle.json";
+  std::string text = read_text(path);
+  json j;
+  try {
+    j = json::parse(text);
+  } catch (const json::exception& e) {
+    throw Error("bundle: " + path.string() + " is not valid JSON: " + e.what());
+  }
+  if (!j.is_object() || !j.contains("version"))
+    throw Error("bundle: " + path.string() + " has no \"version\" field; is it a kiln bundle?");
+  try {
+    return bundle_from(j, dir);
+  } catch (const json::exception& e) {
+    throw Error("bundle: " + path.string() + " does not match the schema (docs/bundle.md): " + e.what());
+  }
+}
+
+}  // namespace kiln::trace

@@ -1,0 +1,361 @@
+// ONNX importer tests: models written here with the protobuf API, run on cpu and checked against
+// hand-computed values or kiln's own ops called directly; error paths (unsupported ops listed
+// together, truncated files, missing external data, shape conflicts) raise kiln::Error.
+#include <gtest/gtest.h>
+
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+
+#include "core/frontend/factories.h"
+#include "core/frontend/ops.h"
+#include "core/onnx/onnx_import.h"
+#include "kiln_onnx.pb.h"
+
+namespace kiln::onnx {
+namespace {
+
+namespace fs = std::filesystem;
+using P = kiln_onnx::TensorProto;
+
+fs::path temp_dir(const std::string& name) {
+  fs::path d = fs::temp_directory_path() / ("kiln_onnx_test_" + name);
+  fs::remove_all(d);
+  fs::create_directories(d);
+  return d;
+}
+
+struct ModelBuilder {
+  kiln_onnx::ModelProto model;
+  kiln_onnx::GraphProto* g;
+  explicit ModelBuilder(int64_t opset = 13) {
+    model.set_ir_version(8);
+    auto* o = model.add_opset_import();
+    o->set_domain("");
+    o->set_version(opset);
+    g = model.mutable_graph();
+    g->set_name("test");
+  }
+  // dims: >= 0 sizes; "" entries in params give a dim_param instead.
+  void io(bool input, const std::string& name, int type, const std::vector<int64_t>& dims,
+          const std::vector<std::string>& params = {}) {
+    auto* vi = input ? g->add_input() : g->add_output();
+    vi->set_name(name);
+    auto* tt = vi->mutable_type()->mutable_tensor_type();
+    tt->set_elem_type(type);
+    auto* shape = tt->mutable_shape();
+    for (size_t i = 0; i < dims.size(); ++i) {
+      auto* d = shape->add_dim();
+      if (i < params.size() && !params[i].empty()) d->set_dim_param(params[i]);
+      else d->set_dim_value(dims[i]);
+    }
+  }
+  void input(const std::string& n, const std::vector<int64_t>& d, const std::vector<std::string>& p = {}) {
+    io(true, n, P::FLOAT, d, p);
+  }
+  // Without dims, the output's shape is left undeclared.
+  void output(const std::string& n, const std::vector<int64_t>& d = {}) {
+    if (!d.empty()) return io(false, n, P::FLOAT, d);
+    auto* vi = g->add_output();
+    vi->set_name(n);
+    vi->mutable_type()->mutable_tensor_type()->set_elem_type(P::FLOAT);
+  }
+  P* init(const std::string& name, const std::vector<int64_t>& dims, const std::vector<float>& v) {
+    P* t = g->add_initializer();
+    t->set_name(name);
+    t->set_data_type(P::FLOAT);
+    for (int64_t d : dims) t->add_dims(d);
+    for (float f : v) t->add_float_data(f);
+    return t;
+  }
+  void init_i64(const std::string& name, const std::vector<int64_t>& v) {
+    P* t = g->add_initializer();
+    t->set_name(name);
+    t->set_data_type(P::INT64);
+    t->add_dims(int64_t(v.size()));
+    for (int64_t x : v) t->add_int64_data(x);
+  }
+  kiln_onnx::NodeProto* node(const std::string& op, const std::string& name,
+                             const std::vector<std::string>& in, const std::vector<std::string>& out) {
+    auto* n = g->add_node();
+    n->set_op_type(op);
+    n->set_name(name);
+    for (const auto& s : in) n->add_input(s);
+    for (const auto& s : out) n->add_output(s);
+    return n;
+  }
+  static void attr_int(kiln_onnx::NodeProto* n, const std::string& name, int64_t v) {
+    auto* a = n->add_attribute();
+    a->set_name(name);
+    a->set_type(kiln_onnx::AttributeProto::INT);
+    a->set_i(v);
+  }
+  static void attr_ints(kiln_onnx::NodeProto* n, const std::string& name, const std::vector<int64_t>& v) {
+    auto* a = n->add_attribute();
+    a->set_name(name);
+    a->set_type(kiln_onnx::AttributeProto::INTS);
+    for (int64_t x : v) a->add_ints(x);
+  }
+  static void attr_string(kiln_onnx::NodeProto* n, const std::string& name, const std::string& v) {
+    auto* a = n->add_attribute();
+    a->set_name(name);
+    a->set_type(kiln_onnx::AttributeProto::STRING);
+    a->set_s(v);
+  }
+  std::string save(const fs::path& dir, const std::string& file = "model.onnx") const {
+    const std::string path = (dir / file).string();
+    std::ofstream out(path, std::ios::binary);
+    model.SerializeToOstream(&out);
+    return path;
+  }
+};
+
+std::vector<float> run_f32(const ImportedModel& m, const std::vector<Tensor>& in) {
+  return run_model(m, in, Device::cpu()).at(0).to_vector<float>();
+}
+
+TEST(OnnxImport, GemmReluMatchesHandComputedValuesAndWeightsAreCaptured) {
+  ModelBuilder b;
+  b.input("x", {1, 2});
+  b.init("W", {2, 2}, {1, -1, 2, 0.5f});
+  b.init("bias", {2}, {0.5f, -10});
+  b.node("Gemm", "fc", {"x", "W", "bias"}, {"h"});
+  b.node("Relu", "act", {"h"}, {"y"});
+  b.output("y");
+  const std::string path = b.save(temp_dir("gemm"));
+  ImportedModel m = import_onnx(path);
+  ASSERT_EQ(m.inputs.size(), 1u);
+  EXPECT_EQ(m.captured.size(), 2u);  // W and bias are graph inputs bound to tensors
+  EXPECT_EQ(m.graph.inputs().size(), 3u);
+  // x = [3, 4]: x @ W = [3 + 8, -3 + 2] = [11, -1]; + bias = [11.5, -11]; relu = [11.5, 0].
+  std::vector<float> y = run_f32(m, {from_vector<float>({3, 4}, {1, 2})});
+  EXPECT_EQ(y, (std::vector<float>{11.5f, 0.0f}));
+  bool saw_gemm = false;
+  for (const Node* n : m.graph.nodes())
+    if (n->kind == OpKind::Gemm) {
+      saw_gemm = true;
+      ASSERT_EQ(n->provenance.origins.size(), 1u);
+      EXPECT_EQ(n->provenance.origins[0].imported, "fc (Gemm)");
+    }
+  EXPECT_TRUE(saw_gemm);
+}
+
+TEST(OnnxImport, ConvAutoPadSameUpperEqualsExplicitPaddingOnCpu) {
+  ModelBuilder b;
+  b.input("x", {1, 1, 5, 5});
+  std::vector<float> w(9);
+  for (size_t i = 0; i < w.size(); ++i) w[i] = float(i) - 4;
+  b.init("w", {1, 1, 3, 3}, w);
+  auto* conv = b.node("Conv", "c", {"x", "w"}, {"y"});
+  ModelBuilder::attr_string(conv, "auto_pad", "SAME_UPPER");
+  ModelBuilder::attr_ints(conv, "strides", {2, 2});
+  b.output("y");
+  ImportedModel m = import_onnx(b.save(temp_dir("conv")));
+  Tensor x = randn({1, 1, 5, 5}, Device::cpu(), 7);
+  // SAME_UPPER, 5 wide, stride 2, kernel 3: out 3, total pad 2 -> 1 before, 1 after.
+  Tensor want = conv2d(x, from_vector<float>(w, {1, 1, 3, 3}), Tensor(), {2, 2}, {1, 1});
+  std::vector<float> got = run_f32(m, {x});
+  std::vector<float> ref = want.to_vector<float>();
+  ASSERT_EQ(got.size(), ref.size());
+  for (size_t i = 0; i < got.size(); ++i) EXPECT_NEAR(got[i], ref[i], 1e-5) << i;
+}
+
+TEST(OnnxImport, SymbolicBatchDimRunsWithAnyBatch) {
+  ModelBuilder b;
+  b.input("x", {0, 3}, {"batch_size"});
+  b.node("Sigmoid", "s", {"x"}, {"y"});
+  b.output("y");
+  ImportedModel m = import_onnx(b.save(temp_dir("sym")));
+  EXPECT_FALSE(m.inputs[0].type.shape[0].is_static());
+  EXPECT_EQ(m.inputs[0].type.shape[0].str(), "batch_size");
+  for (int64_t batch : {1, 4}) {
+    std::vector<float> y = run_f32(m, {zeros({batch, 3})});
+    EXPECT_EQ(y, std::vector<float>(size_t(batch * 3), 0.5f));
+  }
+}
+
+TEST(OnnxImport, UnsupportedOpsAreAllListedWithNodeNames) {
+  ModelBuilder b;
+  b.input("x", {2});
+  b.node("Frobnicate", "first_bad", {"x"}, {"a"});
+  b.node("Relu", "fine", {"a"}, {"r"});
+  b.node("Zorble", "second_bad", {"r"}, {"y"});
+  b.output("y");
+  try {
+    import_onnx(b.save(temp_dir("unsupported")));
+    FAIL() << "expected UnsupportedError";
+  } catch (const UnsupportedError& e) {
+    const std::string msg = e.what();
+    EXPECT_NE(msg.find("Frobnicate ('first_bad')"), std::string::npos) << msg;
+    EXPECT_NE(msg.find("Zorble ('second_bad')"), std::string::npos) << msg;
+    EXPECT_NE(msg.find("2 unsupported items"), std::string::npos) << msg;
+  }
+}
+
+TEST(OnnxImport, EveryTruncationOfAModelIsAnErrorOrAValidModelNeverACrash) {
+  ModelBuilder b;
+  b.input("x", {1, 2, 4, 4});
+  b.init("w", {3, 2, 3, 3}, std::vector<float>(54, 0.25f));
+  b.init("bias", {3}, {1, 2, 3});
+  auto* c = b.node("Conv", "conv", {"x", "w", "bias"}, {"h"});
+  ModelBuilder::attr_ints(c, "pads", {1, 1, 1, 1});
+  b.node("Relu", "relu", {"h"}, {"y"});
+  b.output("y", {1, 3, 4, 4});
+  const fs::path dir = temp_dir("truncated");
+  std::string bytes;
+  b.model.SerializeToString(&bytes);
+  const std::string path = (dir / "cut.onnx").string();
+  int errors = 0;
+  for (size_t len = 0; len < bytes.size(); ++len) {
+    std::ofstream(path, std::ios::binary | std::ios::trunc).write(bytes.data(), std::streamsize(len));
+    try {
+      ImportedModel m = import_onnx(path);
+      run_model(m, {zeros({1, 2, 4, 4})}, Device::cpu());
+    } catch (const Error&) {
+      ++errors;
+    }
+  }
+  EXPECT_GT(errors, int(bytes.size()) / 2);
+}
+
+TEST(OnnxImport, RealTestModelTruncatedRaisesKilnError) {
+  const fs::path model = "/usr/share/libonnx-testdata/data/node/test_conv_with_strides_padding/model.onnx";
+  if (!fs::exists(model)) GTEST_SKIP() << "libonnx-testdata not installed";
+  std::ifstream in(model, std::ios::binary);
+  std::string bytes((std::istreambuf_iterator<char>(in)), {});
+  const std::string path = (temp_dir("real_cut") / "m.onnx").string();
+  for (size_t len : {size_t(0), size_t(1), bytes.size() / 3, bytes.size() / 2, bytes.size() - 1}) {
+    std::ofstream(path, std::ios::binary | std::ios::trunc).write(bytes.data(), std::streamsize(len));
+    EXPECT_THROW(import_onnx(path), Error) << "length " << len;
+  }
+}
+
+TEST(OnnxImport, ExternalDataIsReadRelativeToTheModelAndMissingDataIsAnError) {
+  const fs::path dir = temp_dir("external");
+  ModelBuilder b;
+  b.input("x", {3});
+  P* w = b.g->add_initializer();
+  w->set_name("w");
+  w->set_data_type(P::FLOAT);
+  w->add_dims(3);
+  w->set_data_location(P::EXTERNAL);
+  auto kv = [&](const std::string& k, const std::string& v) {
+    auto* e = w->add_external_data();
+    e->set_key(k);
+    e->set_value(v);
+  };
+  kv("location", "weights.bin");
+  kv("offset", "4");
+  kv("length", "12");
+  b.node("Mul", "scale", {"x", "w"}, {"y"});
+  b.output("y");
+  const std::string path = b.save(dir);
+  EXPECT_THROW(
+      {
+        try {
+          import_onnx(path);
+        } catch (const Error& e) {
+          EXPECT_NE(std::string(e.what()).find("weights.bin"), std::string::npos) << e.what();
+          throw;
+        }
+      },
+      Error);
+  const float data[4] = {99, 2, 3, 4};  // the first float is skipped by offset 4
+  std::ofstream(dir / "weights.bin", std::ios::binary).write(reinterpret_cast<const char*>(data), 16);
+  ImportedModel m = import_onnx(path);
+  EXPECT_EQ(run_f32(m, {from_vector<float>({1, 1, 2})}), (std::vector<float>{2, 3, 8}));
+  std::ofstream(dir / "weights.bin", std::ios::binary | std::ios::trunc).write("ab", 2);
+  EXPECT_THROW(import_onnx(path), Error);  // too short for offset + length
+}
+
+TEST(OnnxImport, DeclaredOutputShapeConflictIsAnError) {
+  ModelBuilder b;
+  b.input("x", {2, 3});
+  b.node("Relu", "r", {"x"}, {"y"});
+  b.output("y", {3, 2});
+  try {
+    import_onnx(b.save(temp_dir("conflict")));
+    FAIL() << "expected a shape conflict";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("shape conflict"), std::string::npos) << e.what();
+  }
+}
+
+TEST(OnnxImport, InputValueOfWrongShapeIsAShapeConflict) {
+  ModelBuilder b;
+  b.input("x", {2, 3});
+  b.node("Relu", "r", {"x"}, {"y"});
+  b.output("y");
+  ImportOptions options;
+  options.input_values["x"] = Literal{DType::F32, {4, 3}, std::vector<uint8_t>(48)};
+  EXPECT_THROW(import_onnx(b.save(temp_dir("conflict2")), options), Error);
+}
+
+TEST(OnnxImport, OpsetOutsideSevenToSeventeenIsUnsupported) {
+  ModelBuilder b(18);
+  b.input("x", {2});
+  b.node("Relu", "r", {"x"}, {"y"});
+  b.output("y");
+  EXPECT_THROW(import_onnx(b.save(temp_dir("opset"))), UnsupportedError);
+}
+
+TEST(OnnxImport, ReshapeShapeFromAGraphInputNeedsItsValue) {
+  ModelBuilder b;
+  b.input("x", {2, 3});
+  b.io(true, "shape", P::INT64, {2});
+  b.node("Reshape", "rs", {"x", "shape"}, {"y"});
+  b.output("y");
+  const std::string path = b.save(temp_dir("reshape_input"));
+  EXPECT_THROW(import_onnx(path), UnsupportedError);
+  ImportOptions options;
+  const int64_t dims[2] = {3, -1};
+  options.input_values["shape"] = Literal{DType::I64, {2}, std::vector<uint8_t>(
+      reinterpret_cast<const uint8_t*>(dims), reinterpret_cast<const uint8_t*>(dims) + 16)};
+  ImportedModel m = import_onnx(path, options);
+  ASSERT_EQ(m.inputs.size(), 1u);  // `shape` became a constant
+  EXPECT_EQ(m.outputs[0].type.str(), "f32[3,2]");
+}
+
+TEST(OnnxImport, ShapeGatherConcatFoldsIntoTheReshapeAttribute) {
+  ModelBuilder b;
+  b.input("x", {2, 3, 4});
+  b.init_i64("idx0", {0});
+  b.init_i64("minus1", {-1});
+  b.node("Shape", "shape", {"x"}, {"s"});
+  auto* gather = b.node("Gather", "first", {"s", "idx0"}, {"d0"});
+  ModelBuilder::attr_int(gather, "axis", 0);
+  auto* cat = b.node("Concat", "cat", {"d0", "minus1"}, {"target"});
+  ModelBuilder::attr_int(cat, "axis", 0);
+  b.node("Reshape", "flat", {"x", "target"}, {"y"});
+  b.output("y");
+  ImportedModel m = import_onnx(b.save(temp_dir("fold")));
+  EXPECT_EQ(m.outputs[0].type.str(), "f32[2,12]");
+  ASSERT_EQ(m.graph.num_nodes(), 1u);  // only the reshape is left
+  EXPECT_EQ(m.graph.nodes()[0]->kind, OpKind::Reshape);
+  EXPECT_TRUE(m.captured.empty());
+}
+
+TEST(OnnxImport, SoftmaxBeforeOpset13NormalizesOverTheFlattenedTail) {
+  for (int64_t opset : {11, 13}) {
+    ModelBuilder b(opset);
+    b.input("x", {1, 2, 2});
+    auto* s = b.node("Softmax", "sm", {"x"}, {"y"});
+    ModelBuilder::attr_int(s, "axis", 1);
+    b.output("y");
+    ImportedModel m = import_onnx(b.save(temp_dir("softmax" + std::to_string(opset))));
+    std::vector<float> y = run_f32(m, {zeros({1, 2, 2})});
+    // opset 11: one softmax over all 4 elements; opset 13: over the 2 along axis 1.
+    const float want = opset == 11 ? 0.25f : 0.5f;
+    for (float v : y) EXPECT_NEAR(v, want, 1e-6);
+  }
+}
+
+TEST(OnnxImport, NotAModelFileIsAnError) {
+  const fs::path dir = temp_dir("garbage");
+  std::ofstream(dir / "bad.onnx") << "this is not a protobuf \xff\xff\xff";
+  EXPECT_THROW(import_onnx((dir / "bad.onnx").string()), Error);
+  EXPECT_THROW(import_onnx((dir / "missing.onnx").string()), Error);
+}
+
+}  // namespace
+}  // namespace kiln::onnx

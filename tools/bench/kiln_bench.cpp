@@ -1,0 +1,298 @@
+// kiln-bench: matmul GFLOP/s (cpu reference and Vulkan), elementwise bandwidth beside a host
+// STREAM triad measured in the same run, and eager dispatch overhead per op. Each figure is the
+// median of --reps runs after one warm-up.
+#include <algorithm>
+#include <chrono>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <functional>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "core/kiln.h"
+#ifdef KILN_HAVE_VULKAN
+#include "backends/vulkan/vulkan_backend.h"
+#include "backends/vulkan/vulkan_templates.h"
+#endif
+
+namespace kiln {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+struct Args {
+  std::string command;
+  std::vector<int64_t> sizes{256, 512, 1024, 2048};
+  std::vector<std::string> devices{"cpu", "vulkan"};
+  int reps = 5;
+  int64_t mib = 64;       // elementwise: bytes of each operand
+  int64_t ops = 2000;     // eager: chain length
+  int64_t elements = 1024;
+};
+
+double seconds_since(Clock::time_point start) {
+  return std::chrono::duration<double>(Clock::now() - start).count();
+}
+
+double median(std::vector<double> v) {
+  std::sort(v.begin(), v.end());
+  size_t n = v.size();
+  return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
+}
+
+// Waits for every queued op on the tensor's device (eager Vulkan launches are asynchronous).
+void wait_for(const Device& device) {
+#ifdef KILN_HAVE_VULKAN
+  if (auto* vk = dynamic_cast<vulkan::VulkanBackend*>(&device.backend())) vk->eager_sync();
+#else
+  (void)device;
+#endif
+}
+
+// Median seconds of `body` over reps, after one warm-up run (compiles, first-touch allocations).
+double time_median(int reps, const std::function<void()>& body) {
+  body();
+  std::vector<double> runs;
+  for (int i = 0; i < reps; ++i) {
+    auto start = Clock::now();
+    body();
+    runs.push_back(seconds_since(start));
+  }
+  return median(runs);
+}
+
+void print_header() {
+  std::printf("kiln-bench: %u host threads\n", std::thread::hardware_concurrency());
+#ifdef KILN_HAVE_VULKAN
+  try {
+    Device vk = Device::parse("vulkan");
+    auto& backend = dynamic_cast<vulkan::VulkanBackend&>(vk.backend());
+    std::printf("vulkan device: %s (%s)\n", backend.name().c_str(), backend.driver_info().c_str());
+  } catch (const Error& e) {
+    std::printf("vulkan: not available (%s)\n", e.what());
+  }
+#endif
+}
+
+void bench_matmul(const Args& args) {
+  std::printf("\nmatmul f32, C[N,N] = A[N,N] B[N,N], median of %d\n", args.reps);
+  std::printf("%-8s %-10s %12s %12s\n", "N", "device", "ms", "GFLOP/s");
+  for (const std::string& name : args.devices) {
+    Device device;
+    try {
+      device = Device::parse(name);
+    } catch (const Error& e) {
+      std::printf("%-8s %-10s skipped: %s\n", "-", name.c_str(), e.what());
+      continue;
+    }
+    for (int64_t n : args.sizes) {
+      Tensor a = randn({n, n}, device), b = randn({n, n}, device);
+      double s = time_median(args.reps, [&] {
+        Tensor c = matmul(a, b);
+        wait_for(device);
+      });
+      double gflops = 2.0 * double(n) * double(n) * double(n) / s / 1e9;
+      std::printf("%-8lld %-10s %12.3f %12.2f\n", (long long)n, name.c_str(), s * 1e3, gflops);
+    }
+  }
+}
+
+#ifdef KILN_HAVE_VULKAN
+// Times matmul template variants directly (tuning aid): one line per tile.
+void bench_tiles(const Args& args) {
+  Device device = Device::parse("vulkan");
+  Backend& backend = device.backend();
+  std::vector<vulkan::MatmulTile> tiles;
+  for (bool shared : {false, true})
+    for (auto [bm, bn, tm, tn] : std::vector<std::array<int, 4>>{
+             {32, 32, 4, 4}, {64, 64, 4, 4}, {64, 64, 8, 4}, {64, 64, 8, 8}, {32, 64, 4, 8}, {16, 64, 2, 8}})
+      tiles.push_back({bm, bn, 16, tm, tn, shared});
+  std::printf("\nmatmul template tiles on %s, median of %d\n", backend.name().c_str(), args.reps);
+  for (int64_t n : args.sizes) {
+    auto a = backend.alloc(size_t(n * n * 4)), b = backend.alloc(size_t(n * n * 4)),
+         c = backend.alloc(size_t(n * n * 4));
+    std::vector<float> host(size_t(n * n), 0.5f);
+    backend.upload(*a, host.data(), host.size() * 4);
+    backend.upload(*b, host.data(), host.size() * 4);
+    AttrMap attrs;
+    BufferView views[3] = {{a.get(), DType::F32, {n, n}}, {b.get(), DType::F32, {n, n}},
+                           {c.get(), DType::F32, {n, n}}};
+    OpRun run{OpKind::MatMul, attrs, std::span(views, 2), std::span(views + 2, 1)};
+    {
+      KernelRunner generic(backend, kernel::Dialect::Glsl);  // no templates: the generic lowering
+      double s = time_median(args.reps, [&] {
+        generic.run(run);
+        generic.sync();
+      });
+      std::printf("N=%-6lld generic lowering (one reduce kernel)    %9.3f ms %9.2f GFLOP/s\n",
+                  (long long)n, s * 1e3, 2.0 * double(n * n) * double(n) / s / 1e9);
+    }
+    for (const vulkan::MatmulTile& t : tiles) {
+      KernelRunner runner(backend, kernel::Dialect::Glsl,
+                          {.templates = vulkan::glsl_template_planner(
+                               {.matmul_min_flops = 0, .force_tile = true, .tile = t})});
+      double s = time_median(args.reps, [&] {
+        runner.run(run);
+        runner.sync();
+      });
+      std::printf("N=%-6lld bm=%-3d bn=%-3d tm=%d tn=%d shared=%d  %9.3f ms %9.2f GFLOP/s\n",
+                  (long long)n, t.bm, t.bn, t.tm, t.tn, int(t.shared), s * 1e3,
+                  2.0 * double(n * n) * double(n) / s / 1e9);
+    }
+  }
+}
+#endif
+
+// a[i] = b[i] + s * c[i] over host threads, like STREAM's triad: 3 arrays of `bytes` each move.
+double triad_gbs(size_t bytes, int reps) {
+  size_t n = bytes / sizeof(float);
+  std::vector<float> a(n), b(n, 1.0f), c(n, 2.0f);
+  const unsigned threads = std::max(1u, std::thread::hardware_concurrency());
+  auto body = [&] {
+    std::vector<std::thread> pool;
+    for (unsigned t = 0; t < threads; ++t)
+      pool.emplace_back([&, t] {
+        size_t begin = n * t / threads, end = n * (t + 1) / threads;
+        float* pa = a.data();
+        const float* pb = b.data();
+        const float* pc = c.data();
+        for (size_t i = begin; i < end; ++i) pa[i] = pb[i] + 3.0f * pc[i];
+      });
+    for (auto& th : pool) th.join();
+  };
+  double s = time_median(reps, body);
+  return 3.0 * double(n * sizeof(float)) / s / 1e9;
+}
+
+void bench_elementwise(const Args& args) {
+  const int64_t n = args.mib * (1 << 20) / 4;
+  std::printf("\nelementwise add f32, %lld elements (%lld MiB per operand), median of %d\n",
+              (long long)n, (long long)args.mib, args.reps);
+  double triad = triad_gbs(size_t(n) * 4, args.reps);
+  std::printf("%-24s %10.2f GB/s\n", "host STREAM triad", triad);
+  for (const std::string& name : args.devices) {
+    Device device;
+    try {
+      device = Device::parse(name);
+    } catch (const Error& e) {
+      std::printf("%-24s skipped: %s\n", name.c_str(), e.what());
+      continue;
+    }
+    Tensor a = randn({n}, device), b = randn({n}, device);
+    double s = time_median(args.reps, [&] {
+      Tensor c = add(a, b);
+      wait_for(device);
+    });
+    double gbs = 3.0 * double(n) * 4 / s / 1e9;
+    std::printf("%-24s %10.2f GB/s  (%.2f x triad)\n", ("add on " + name).c_str(), gbs, gbs / triad);
+  }
+}
+
+void bench_eager(const Args& args) {
+  std::printf("\neager dispatch: a chain of %lld dependent adds on %lld f32 elements, median of %d\n",
+              (long long)args.ops, (long long)args.elements, args.reps);
+  std::printf("%-10s %16s %16s\n", "device", "issue us/op", "total us/op");
+  for (const std::string& name : args.devices) {
+    Device device;
+    try {
+      device = Device::parse(name);
+    } catch (const Error& e) {
+      std::printf("%-10s skipped: %s\n", name.c_str(), e.what());
+      continue;
+    }
+    Tensor x = randn({args.elements}, device);
+    std::vector<double> issue, total;
+    for (int r = 0; r <= args.reps; ++r) {  // run 0 warms up
+      auto start = Clock::now();
+      Tensor y = x;
+      for (int64_t i = 0; i < args.ops; ++i) y = add(y, x);
+      double issued = seconds_since(start);
+      wait_for(device);
+      double done = seconds_since(start);
+      if (r == 0) continue;
+      issue.push_back(issued * 1e6 / double(args.ops));
+      total.push_back(done * 1e6 / double(args.ops));
+    }
+    std::printf("%-10s %16.2f %16.2f\n", name.c_str(), median(issue), median(total));
+    if (device.kind() == BackendKind::Cpu) continue;
+    // The same chain waiting after every op, as eager mode did before launches were queued.
+    std::vector<double> waited;
+    for (int r = 0; r < args.reps; ++r) {
+      auto start = Clock::now();
+      Tensor y = x;
+      for (int64_t i = 0; i < args.ops; ++i) {
+        y = add(y, x);
+        wait_for(device);
+      }
+      waited.push_back(seconds_since(start) * 1e6 / double(args.ops));
+    }
+    std::printf("%-10s %16s %16.2f  (waiting after every op)\n", name.c_str(), "-", median(waited));
+  }
+}
+
+std::vector<int64_t> parse_sizes(const char* text) {
+  std::vector<int64_t> out;
+  for (const char* p = text; *p;) {
+    out.push_back(std::strtoll(p, const_cast<char**>(&p), 10));
+    if (*p == ',') ++p;
+  }
+  return out;
+}
+
+int usage() {
+  std::fprintf(stderr,
+               "usage: kiln-bench <matmul|elementwise|eager|all"
+#ifdef KILN_HAVE_VULKAN
+               "|tiles"
+#endif
+               "> [--sizes 256,512,...] [--devices cpu,vulkan] [--reps N]\n"
+               "                  [--mib M] [--ops N] [--elements N]\n");
+  return 2;
+}
+
+int main_impl(int argc, char** argv) {
+  if (argc < 2) return usage();
+  Args args;
+  args.command = argv[1];
+  for (int i = 2; i + 1 < argc; i += 2) {
+    std::string flag = argv[i];
+    const char* value = argv[i + 1];
+    if (flag == "--sizes") args.sizes = parse_sizes(value);
+    else if (flag == "--reps") args.reps = std::max(1, std::atoi(value));
+    else if (flag == "--mib") args.mib = std::atoll(value);
+    else if (flag == "--ops") args.ops = std::atoll(value);
+    else if (flag == "--elements") args.elements = std::atoll(value);
+    else if (flag == "--devices") {
+      args.devices.clear();
+      std::string list = value;
+      for (size_t start = 0; start <= list.size();) {
+        size_t end = list.find(',', start);
+        if (end == std::string::npos) end = list.size();
+        args.devices.push_back(list.substr(start, end - start));
+        start = end + 1;
+      }
+    } else return usage();
+  }
+  print_header();
+  if (args.command == "matmul" || args.command == "all") bench_matmul(args);
+  if (args.command == "elementwise" || args.command == "all") bench_elementwise(args);
+  if (args.command == "eager" || args.command == "all") bench_eager(args);
+#ifdef KILN_HAVE_VULKAN
+  if (args.command == "tiles") bench_tiles(args);
+#endif
+  return 0;
+}
+
+}  // namespace
+}  // namespace kiln
+
+int main(int argc, char** argv) {
+  try {
+    return kiln::main_impl(argc, argv);
+  } catch (const kiln::Error& e) {
+    std::fprintf(stderr, "kiln-bench: %s\n", e.what());
+    return 1;
+  }
+}

@@ -1,0 +1,43 @@
+// Device selection and the progress line for the kiln CLI.
+#include "tools/kiln/cli_util.h"
+
+#include <unistd.h>
+
+#include <cstdio>
+
+#include "core/support/error.h"
+
+namespace kiln::cli {
+
+std::vector<Device> parse_backends(const std::string& text) {
+  if (text != "all") return {Device::parse(text)};
+  std::vector<Device> out = {Device::cpu()};
+  for (const DeviceEntry& e : available_devices())
+    if (e.kind != BackendKind::Cpu && e.kind != BackendKind::Null) out.emplace_back(e.kind, e.index);
+  return out;
+}
+
+Progress::Progress(std::string what, size_t total)
+    : what_(std::move(what)), total_(total), enabled_(isatty(STDERR_FILENO) == 1) {}
+
+Progress::~Progress() { clear(); }
+
+void Progress::step(const std::string& item) {
+  ++done_;
+  if (!enabled_) return;
+  const int width = 30;
+  const int filled = total_ ? int(double(done_) / double(total_) * width) : width;
+  std::fprintf(stderr, "\r\033[K%s [%s%s] %zu/%zu %s", what_.c_str(),
+               std::string(size_t(filled), '#').c_str(),
+               std::string(size_t(width - filled), '.').c_str(), done_, total_,
+               item.substr(0, 40).c_str());
+  std::fflush(stderr);
+}
+
+void Progress::clear() {
+  if (!enabled_) return;
+  std::fprintf(stderr, "\r\033[K");
+  std::fflush(stderr);
+}
+
+}  // namespace kiln::cli

@@ -1,0 +1,33 @@
+// Shared pieces of the kiln CLI: argument helpers, device selection, the terminal progress line.
+#pragma once
+
+#include <string>
+#include <vector>
+
+#include "core/frontend/device.h"
+
+namespace kiln::cli {
+
+// "cpu", "vulkan", "vulkan:1", "cuda", "all" -> devices. `all` lists every available device
+// (cpu first); a named device that is not available throws kiln::Error saying why.
+std::vector<Device> parse_backends(const std::string& text);
+
+// A one-line progress indicator on stderr, drawn only when stderr is a terminal.
+class Progress {
+ public:
+  Progress(std::string what, size_t total);
+  ~Progress();
+  void step(const std::string& item);  // call before working on item i
+  void clear();
+
+ private:
+  std::string what_;
+  size_t total_, done_ = 0;
+  bool enabled_;
+};
+
+// Subcommands: return the process exit code.
+int cmd_test_onnx(const std::vector<std::string>& args);
+int cmd_run(const std::vector<std::string>& args);
+
+}  // namespace kiln::cli

@@ -1,0 +1,280 @@
+// kiln test-onnx: runs ONNX backend-test cases (model.onnx + test_data_set_N/{input,output}_K.pb)
+// on each chosen device and compares with the expected outputs (floats: rtol 1e-3, atol 1e-4 as
+// the ONNX backend tests; integers and bools exactly).
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <cstdio>
+#include <cstring>
+#include <filesystem>
+#include <map>
+#include <string>
+#include <vector>
+
+#include "core/support/error.h"
+#include "tools/kiln/cli_util.h"
+#ifdef KILN_HAVE_ONNX
+#include "core/onnx/onnx_import.h"
+#endif
+
+namespace kiln::cli {
+
+namespace fs = std::filesystem;
+
+namespace {
+
+const char* kHelp =
+    "usage: kiln test-onnx [--backend cpu|vulkan|cuda|all] [--rtol R] [--atol A] [--quiet] DIR...\n"
+    "\n"
+    "Runs every ONNX backend-test case under each DIR. A case is a directory holding model.onnx\n"
+    "and test_data_set_N/input_K.pb, output_K.pb; DIR may be a case or a directory of cases.\n"
+    "Prints one line per case and device: `PASS name`, `FAIL name: reason` (with the max abs\n"
+    "error) or `UNSUPPORTED name: reason`, then `N passed, N failed, N skipped` (skipped =\n"
+    "unsupported). Exit code 1 when any case failed; unsupported cases do not fail the run.\n"
+    "Floats compare with |got - want| <= atol + rtol * |want| (defaults 1e-4 and 1e-3); integers\n"
+    "and bools exactly. Inputs that decide shapes (Reshape's shape, ...) are fixed to the test's\n"
+    "values at import, as kiln compiles for known shapes.\n"
+    "  --backend   device(s) to run on (default cpu); `all` = cpu and every other device\n"
+    "  --quiet     print only failures and the summary\n";
+
+std::vector<fs::path> numbered(const fs::path& dir, const std::string& prefix, const std::string& ext) {
+  std::map<int, fs::path> found;
+  for (const auto& e : fs::directory_iterator(dir)) {
+    const std::string name = e.path().filename().string();
+    if (name.rfind(prefix, 0) != 0 || name.size() <= prefix.size() + ext.size() ||
+        name.substr(name.size() - ext.size()) != ext)
+      continue;
+    const std::string num = name.substr(prefix.size(), name.size() - prefix.size() - ext.size());
+    if (num.find_first_not_of("0123456789") != std::string::npos || num.empty()) continue;
+    found[std::stoi(num)] = e.path();
+  }
+  std::vector<fs::path> out;
+  for (auto& [k, p] : found) out.push_back(p);
+  return out;
+}
+
+std::vector<fs::path> collect_cases(const std::vector<std::string>& dirs) {
+  std::vector<fs::path> cases;
+  for (const std::string& d : dirs) {
+    fs::path p(d);
+    if (fs::exists(p / "model.onnx")) {
+      cases.push_back(p);
+      continue;
+    }
+    if (!fs::is_directory(p)) throw Error("'" + d + "' is not a directory");
+    std::vector<fs::path> sub;
+    for (const auto& e : fs::directory_iterator(p))
+      if (e.is_directory() && fs::exists(e.path() / "model.onnx")) sub.push_back(e.path());
+    std::sort(sub.begin(), sub.end());
+    if (sub.empty()) throw Error("'" + d + "' holds no test cases (no */model.onnx)");
+    cases.insert(cases.end(), sub.begin(), sub.end());
+  }
+  return cases;
+}
+
+#ifdef KILN_HAVE_ONNX
+struct Tolerance {
+  double rtol = 1e-3, atol = 1e-4;
+};
+
+// Empty when equal within tolerance, else why not.
+std::string compare(const Literal& got, const Literal& want, const Tolerance& tol, double* max_err) {
+  if (got.dtype != want.dtype)
+    return "dtype " + std::string(dtype_name(got.dtype)) + ", expected " +
+           std::string(dtype_name(want.dtype));
+  if (got.shape != want.shape)
+    return "shape " + shape_str(make_shape(got.shape)) + ", expected " +
+           shape_str(make_shape(want.shape));
+  const int64_t n = want.numel();
+  if (!is_floating(want.dtype)) {
+    if (got.bytes == want.bytes) return "";
+    const size_t elem = dtype_size(want.dtype);
+    for (int64_t i = 0; i < n; ++i)
+      if (std::memcmp(&got.bytes[size_t(i) * elem], &want.bytes[size_t(i) * elem], elem))
+        return "element " + std::to_string(i) + " is " + std::to_string(got.element(i)) +
+               ", expected " + std::to_string(want.element(i)) + " (exact)";
+    return "";
+  }
+  int64_t bad = -1;
+  for (int64_t i = 0; i < n; ++i) {
+    const double g = got.element(i), w = want.element(i);
+    if (std::isnan(w) && std::isnan(g)) continue;
+    if (std::isinf(w) && g == w) continue;
+    const double err = std::isnan(g) || std::isnan(w) ? INFINITY : std::fabs(g - w);
+    *max_err = std::max(*max_err, err);
+    if (!(err <= tol.atol + tol.rtol * std::fabs(w)) && bad < 0) bad = i;
+  }
+  if (bad < 0) return "";
+  char buf[200];
+  std::snprintf(buf, sizeof buf, "max abs error %.3g (rtol %g, atol %g; element %lld is %.7g, expected %.7g)",
+                *max_err, tol.rtol, tol.atol, (long long)bad, got.element(bad), want.element(bad));
+  return buf;
+}
+
+enum class Outcome { Pass, Fail, Unsupported };
+
+std::string one_line(std::string s) {
+  for (char& c : s)
+    if (c == '\n') c = ';';
+  return s;
+}
+
+Outcome run_case(const fs::path& dir, Device device, const Tolerance& tol, std::string* reason) {
+  const std::string model_path = (dir / "model.onnx").string();
+  std::vector<fs::path> sets = numbered(dir, "test_data_set_", "");
+  if (sets.empty()) {
+    *reason = "no test_data_set_N folders";
+    return Outcome::Fail;
+  }
+  // The model's own verdict first: a model that cannot import explains its odd test data.
+  auto unsupported_reason = [&](const std::string& what) {
+    *reason = one_line(what);
+    if (reason->rfind("onnx import: '", 0) == 0) *reason = reason->substr(reason->find("' ") + 2);
+    return Outcome::Unsupported;
+  };
+  try {
+    const std::vector<std::string> names = onnx::graph_input_names(model_path);
+    for (const fs::path& set : sets) {
+      std::vector<fs::path> in_files = numbered(set, "input_", ".pb");
+      std::vector<fs::path> out_files = numbered(set, "output_", ".pb");
+      onnx::ImportOptions options;
+      std::map<std::string, Literal> values;
+      try {
+        for (size_t i = 0; i < in_files.size(); ++i) {
+          onnx::NamedLiteral t = onnx::read_named_tensor_file(in_files[i].string());
+          std::string name = !t.name.empty() ? t.name : i < names.size() ? names[i] : "";
+          values[name] = t.literal;
+        }
+      } catch (const Error& data_error) {
+        try {
+          onnx::import_onnx(model_path);
+        } catch (const onnx::UnsupportedError& e) {
+          return unsupported_reason(e.what());
+        } catch (const Error&) {
+        }
+        if (dynamic_cast<const onnx::UnsupportedError*>(&data_error))
+          return unsupported_reason(std::string("test data: ") + data_error.what());
+        throw;
+      }
+      options.input_values = values;
+      onnx::ImportedModel model;
+      try {
+        model = onnx::import_onnx(model_path, options);
+      } catch (const onnx::UnsupportedError& e) {
+        return unsupported_reason(e.what());
+      }
+      std::vector<Tensor> inputs;
+      for (const onnx::ModelIO& io : model.inputs) {
+        auto it = values.find(io.name);
+        if (it == values.end()) throw Error("no test data for input '" + io.name + "'");
+        inputs.push_back(onnx::literal_to_tensor(it->second, device));
+      }
+      std::vector<Tensor> outputs = onnx::run_model(model, inputs, device);
+      if (outputs.size() != out_files.size())
+        throw Error("the model gives " + std::to_string(outputs.size()) + " outputs, the test has " +
+                    std::to_string(out_files.size()));
+      for (size_t i = 0; i < outputs.size(); ++i) {
+        double max_err = 0;
+        const Literal want = onnx::read_tensor_file(out_files[i].string());
+        std::string why = compare(onnx::tensor_to_literal(outputs[i]), want, tol, &max_err);
+        if (!why.empty()) {
+          *reason = "output " + std::to_string(i) + " ('" + model.outputs[i].name + "'): " + why;
+          if (sets.size() > 1) *reason += " in " + set.filename().string();
+          return Outcome::Fail;
+        }
+      }
+    }
+  } catch (const onnx::UnsupportedError& e) {  // e.g. an expected output of an unsupported type
+    return unsupported_reason(std::string("test data: ") + e.what());
+  } catch (const std::exception& e) {
+    *reason = one_line(e.what());
+    return Outcome::Fail;
+  }
+  return Outcome::Pass;
+}
+#endif
+
+}  // namespace
+
+int cmd_test_onnx(const std::vector<std::string>& args) {
+  std::string backend = "cpu";
+  bool quiet = false;
+  std::vector<std::string> dirs;
+#ifdef KILN_HAVE_ONNX
+  Tolerance tol;
+#endif
+  for (size_t i = 0; i < args.size(); ++i) {
+    const std::string& a = args[i];
+    auto value = [&]() -> std::string {
+      if (i + 1 >= args.size()) throw Error(a + " needs a value");
+      return args[++i];
+    };
+    if (a == "--help" || a == "-h") {
+      std::fputs(kHelp, stdout);
+      return 0;
+    } else if (a == "--backend") {
+      backend = value();
+    } else if (a.rfind("--backend=", 0) == 0) {
+      backend = a.substr(10);
+#ifdef KILN_HAVE_ONNX
+    } else if (a == "--rtol") {
+      tol.rtol = std::stod(value());
+    } else if (a == "--atol") {
+      tol.atol = std::stod(value());
+#endif
+    } else if (a == "--quiet") {
+      quiet = true;
+    } else if (!a.empty() && a[0] == '-') {
+      std::fprintf(stderr, "kiln test-onnx: unknown option '%s'\n\n%s", a.c_str(), kHelp);
+      return 2;
+    } else {
+      dirs.push_back(a);
+    }
+  }
+  if (dirs.empty()) {
+    std::fprintf(stderr, "kiln test-onnx: give at least one DIR\n\n%s", kHelp);
+    return 2;
+  }
+#ifndef KILN_HAVE_ONNX
+  (void)quiet;
+  throw Error("kiln was built without ONNX support; install libprotobuf-dev, protobuf-compiler "
+              "and libonnx-dev, then reconfigure");
+#else
+  const std::vector<Device> devices = parse_backends(backend);
+  const std::vector<fs::path> cases = collect_cases(dirs);
+  size_t passed = 0, failed = 0, skipped = 0;
+  for (const Device& device : devices) {
+    size_t p = 0, f = 0, s = 0;
+    const std::string suffix = devices.size() > 1 ? " [" + device.name() + "]" : "";
+    Progress progress("test-onnx " + device.name(), cases.size());
+    const auto start = std::chrono::steady_clock::now();
+    for (const fs::path& dir : cases) {
+      const std::string name = dir.filename().string();
+      progress.step(name);
+      std::string reason;
+      const Outcome o = run_case(dir, device, tol, &reason);
+      progress.clear();
+      if (o == Outcome::Pass) {
+        ++p;
+        if (!quiet) std::printf("PASS %s%s\n", name.c_str(), suffix.c_str());
+      } else if (o == Outcome::Fail) {
+        ++f;
+        std::printf("FAIL %s%s: %s\n", name.c_str(), suffix.c_str(), reason.c_str());
+      } else {
+        ++s;
+        if (!quiet) std::printf("UNSUPPORTED %s%s: %s\n", name.c_str(), suffix.c_str(), reason.c_str());
+      }
+      std::fflush(stdout);
+    }
+    const double secs =
+        std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+    std::fprintf(stderr, "%s: %zu passed, %zu failed, %zu skipped in %.1f s\n",
+                 device.name().c_str(), p, f, s, secs);
+    passed += p, failed += f, skipped += s;
+  }
+  std::printf("%zu passed, %zu failed, %zu skipped\n", passed, failed, skipped);
+  return failed ? 1 : 0;
+#endif
+}
+
+}  // namespace kiln::cli
