@@ -110,7 +110,8 @@ void App::code_view() {
           const std::vector<int> none;
           const std::vector<int>& origins = i < src.line_origins.size() ? src.line_origins[i] : none;
           bool selected = std::find(origins.begin(), origins.end(), selection_.node) != origins.end();
-          if (selected && first_hit < 0) first_hit = int(i);
+          // The header comment names every origin; scroll to the first statement instead.
+          if (selected && first_hit < 0 && lines[i].find("//") != lines[i].find_first_not_of(' ')) first_hit = int(i);
           ImGui::PushID(int(i));
           if (selected) highlighted_line(lines[i], IM_COL32(200, 160, 40, 150));
           else if (!origins.empty()) highlighted_line(lines[i], kernel_color(selection_.kernel, 0.18f));

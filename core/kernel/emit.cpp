@@ -99,10 +99,11 @@ class Printer {
 
   EmittedKernel run() {
     header();
-    if (k_.rank == 0) line("  int gid = 0;");
+    if (k_.rank == 0) line("  int gid = 0;", k_.origins());
     index_prologue();
     if (k_.kind == KernelKind::Reduce) reduce_loop();
     for (const Store& s : k_.stores) {
+      context_ = collect_origins(s.value);
       std::string v = value(s.value);
       DType t = k_.buffers.at(size_t(s.buffer)).dtype;
       line("  b" + std::to_string(s.buffer) + "[gid] = " + store_text(t, v, d_) + ";",
@@ -215,27 +216,30 @@ class Printer {
          ") " + entry() + "(" + args + ") {");
   }
 
+  // Index set-up serves every node of the kernel: tagged with all of them.
   void index_prologue() {
+    const std::vector<int> all = k_.origins();
+    auto tag = [&](const std::string& text) { line(text, all); };
     std::string x = glsl(d_) ? "gl_GlobalInvocationID.x" : "(blockIdx.x * blockDim.x + threadIdx.x)";
     std::string y = glsl(d_) ? "gl_GlobalInvocationID.y" : "blockIdx.y";
     if (k_.rank == 0) {
-      line("  if (" + x + " != 0u || " + y + " != 0u) return;");
+      tag("  if (" + x + " != 0u || " + y + " != 0u) return;");
       return;
     }
     std::string row = glsl(d_) ? "gl_NumWorkGroups.x * " + std::to_string(o_.workgroup_size) + "u"
                                : "gridDim.x * blockDim.x";
-    line("  int gid = int(" + x + " + " + y + " * " + row + ");");
+    tag("  int gid = int(" + x + " + " + y + " * " + row + ");");
     std::string total = "pc.p[0]";
     for (int d = 1; d < k_.rank; ++d) total += " * pc.p[" + std::to_string(d) + "]";
-    line("  if (gid >= " + total + ") return;");
-    line("  int rest = gid;");
+    tag("  if (gid >= " + total + ") return;");
+    tag("  int rest = gid;");
     for (int d = k_.rank - 1; d >= 0; --d) {
       std::string ds = std::to_string(d);
       if (d == 0) {
-        line("  int c0 = rest;");
+        tag("  int c0 = rest;");
       } else {
-        line("  int c" + ds + " = rest % pc.p[" + ds + "];");
-        line("  rest = rest / pc.p[" + ds + "];");
+        tag("  int c" + ds + " = rest % pc.p[" + ds + "];");
+        tag("  rest = rest / pc.p[" + ds + "];");
       }
     }
   }
@@ -252,25 +256,28 @@ class Printer {
       case OpKind::Prod: init = literal(1, at, d_); break;
       default: init = "";  // max/min/arg: start from the first element
     }
+    const std::vector<int> body_origins = collect_origins(k_.body);
+    context_ = body_origins;
     std::string extent = value(k_.extent);
     if (arg) {
-      line("  " + vct + " best = " + vct + "(0);");
-      line("  " + ct + " acc = " + ct + "(0);");
+      line("  " + vct + " best = " + vct + "(0);", body_origins);
+      line("  " + ct + " acc = " + ct + "(0);", body_origins);
     } else {
-      line("  " + ct + " acc = " + (init.empty() ? ct + "(0)" : init) + ";");
+      line("  " + ct + " acc = " + (init.empty() ? ct + "(0)" : init) + ";", body_origins);
     }
-    line("  for (int r = 0; r < " + extent + "; ++r) {");
+    line("  for (int r = 0; r < " + extent + "; ++r) {", body_origins);
     indent_ = "    ";
     std::string v = value(k_.body);
+    auto step = [&](const std::string& text) { line(text, body_origins); };
 
     switch (k_.combiner) {
-      case OpKind::Sum: line("    acc += " + ct + "(" + v + ");"); break;
-      case OpKind::Prod: line("    acc *= " + ct + "(" + v + ");"); break;
+      case OpKind::Sum: step("    acc += " + ct + "(" + v + ");"); break;
+      case OpKind::Prod: step("    acc *= " + ct + "(" + v + ");"); break;
       case OpKind::ReduceMax:
-        line("    acc = r == 0 ? " + ct + "(" + v + ") : kiln_max(acc, " + ct + "(" + v + "));");
+        step("    acc = r == 0 ? " + ct + "(" + v + ") : kiln_max(acc, " + ct + "(" + v + "));");
         break;
       case OpKind::ReduceMin:
-        line("    acc = r == 0 ? " + ct + "(" + v + ") : kiln_min(acc, " + ct + "(" + v + "));");
+        step("    acc = r == 0 ? " + ct + "(" + v + ") : kiln_min(acc, " + ct + "(" + v + "));");
         break;
       case OpKind::ArgMax: case OpKind::ArgMin: {
         std::string cmp = k_.combiner == OpKind::ArgMax ? ">" : "<";
@@ -278,7 +285,7 @@ class Printer {
         // NaN wins and stays (first NaN), as the reference does.
         std::string better = "(" + v + " " + cmp + " best" + (fl ? " || (isnan(" + v + ") && !isnan(best))" : "") + ")";
         if (fl) better = "(!isnan(best) && " + better + ")";
-        line("    if (r == 0 || " + better + ") { best = " + v + "; acc = " + ct + "(r); }");
+        step("    if (r == 0 || " + better + ") { best = " + v + "; acc = " + ct + "(r); }");
         break;
       }
       default:
@@ -292,16 +299,21 @@ class Printer {
   }
 
   // Returns an expression string for e, emitting temporaries for Op and Load nodes.
+  // Lines computing a node without origins of its own (loads, index math) are tagged with the
+  // origins of the expression that needed them, so every computing line leads back to the graph.
   std::string value(const ExprRef& e) {
     auto it = names_.find(e.get());
     if (it != names_.end()) return it->second;
+    std::vector<int> origins = e->origins.empty() ? context_ : e->origins;
+    std::vector<int> saved = context_;
+    context_ = origins;
     std::string text;
     switch (e->kind) {
-      case ExprKind::Const: return literal(e->value, e->type, d_);
-      case ExprKind::Param: return "pc.p[" + std::to_string(e->index) + "]";
-      case ExprKind::Coord: return e->index < 0 ? "gid" : "c" + std::to_string(e->index);
-      case ExprKind::ReductionIndex: return "r";
-      case ExprKind::Accumulator: return compute_type(e->type, d_) + "(acc)";
+      case ExprKind::Const: context_ = saved; return literal(e->value, e->type, d_);
+      case ExprKind::Param: context_ = saved; return "pc.p[" + std::to_string(e->index) + "]";
+      case ExprKind::Coord: context_ = saved; return e->index < 0 ? "gid" : "c" + std::to_string(e->index);
+      case ExprKind::ReductionIndex: context_ = saved; return "r";
+      case ExprKind::Accumulator: context_ = saved; return compute_type(e->type, d_) + "(acc)";
       case ExprKind::Load: {
         std::string off = value(e->args[0]);
         text = load_text(e->type, "b" + std::to_string(e->index) + "[" + off + "]", d_);
@@ -310,7 +322,8 @@ class Printer {
       case ExprKind::Op: text = op_text(*e); break;
     }
     std::string name = "v" + std::to_string(next_++);
-    line(indent_ + compute_type(e->type, d_) + " " + name + " = " + text + ";", e->origins);
+    line(indent_ + compute_type(e->type, d_) + " " + name + " = " + text + ";", origins);
+    context_ = saved;
     names_[e.get()] = name;
     if (indent_.size() > 2) loop_scoped_.insert(e.get());
     return name;
@@ -429,6 +442,7 @@ class Printer {
   std::set<DType> used_types_;
   std::string indent_ = "  ";
   int next_ = 0;
+  std::vector<int> context_;  // origins inherited by nodes that have none
 };
 
 }  // namespace

@@ -1,10 +1,12 @@
 // Filling a Bundle from kiln's own structures: a Graph's nodes, pass records, emitted kernels, and
 // make_bundle's one-kernel-per-node lowering for graphs that were never compiled.
 #include <algorithm>
+#include <sstream>
 
 #include "core/ir/text.h"
 #include "core/kernel/lower.h"
 #include "core/support/error.h"
+#include "core/support/log.h"
 #include "core/trace/bundle.h"
 
 namespace kiln::trace {
@@ -79,6 +81,29 @@ int64_t elements(const TensorType& t) { return numel(t.shape).hint(); }
 
 int64_t bytes(const TensorType& t) { return elements(t) * int64_t(dtype_size(t.dtype)); }
 
+// The emitter tags the lines that compute a node's value; loads, index arithmetic and a reduction's
+// combine step carry no tag. A kernel lowered from one node computes nothing else, so every statement
+// of its body is that node's. Returns how many lines were untagged.
+int attribute_body_lines(kernel::EmittedKernel& emitted, int node) {
+  std::istringstream in(emitted.source);
+  bool body = false;
+  int count = 0;
+  size_t i = 0;
+  for (std::string line; std::getline(in, line) && i < emitted.line_origins.size(); ++i) {
+    if (!body) {
+      body = line.find("void main()") != std::string::npos || line.find("__global__") != std::string::npos;
+      continue;
+    }
+    size_t text = line.find_first_not_of(" \t");
+    if (text == std::string::npos || line[text] == '}' || line[text] == '{') continue;
+    if (emitted.line_origins[i].empty()) {
+      emitted.line_origins[i] = {node};
+      ++count;
+    }
+  }
+  return count;
+}
+
 }  // namespace
 
 int64_t estimate_flops(const Node& node) {
@@ -118,6 +143,11 @@ Bundle make_bundle(const Graph& graph, const MakeBundleOptions& options) {
   record_graph(bundle, graph);
   bundle.passes.push_back({"input", print_graph(graph, options.name), 0, {}});
 
+  // Symbolic sizes are launched at their traced values.
+  std::map<std::string, int64_t> hints;
+  for (const Value* v : graph.inputs())
+    for (const SymInt& d : v->type.shape)
+      if (!d.is_static() && d.str().find_first_of("+-*/%( ") == std::string::npos) hints.emplace(d.str(), d.hint());
   std::map<int, const Node*> by_id;
   for (const Node* n : graph.nodes()) by_id[n->id] = n;
   kernel::EmitOptions emit_options;
@@ -136,6 +166,7 @@ Bundle make_bundle(const Graph& graph, const MakeBundleOptions& options) {
     return text;
   };
 
+  int untagged_lines = 0;
   for (size_t i = 0; i < graph.nodes().size(); ++i) {
     const Node& n = *graph.nodes()[i];
     BundleNode& bn = bundle.nodes[i];
@@ -160,9 +191,10 @@ Bundle make_bundle(const Graph& graph, const MakeBundleOptions& options) {
     for (const TensorType& t : out_types) k.bytes_written += bytes(t);
     k.flops = estimate_flops(n);
     for (const kernel::LoweredOp::Step& step : lowered.steps) {
-      int64_t count = step.kernel.elements(), wg = kernel::EmitOptions{}.workgroup_size;
+      int64_t count = step.kernel.elements(hints), wg = kernel::EmitOptions{}.workgroup_size;
       if (count == 0) continue;
       kernel::EmittedKernel emitted = kernel::emit(step.kernel.kernel, emit_options);
+      untagged_lines += attribute_body_lines(emitted, n.id);
       k.sources.push_back(make_source(emitted, options.dialect, kernel::launch_groups(count, int(wg))));
       if (k.sources.size() == 1) k.name = step.kernel.kernel.name;
     }
@@ -172,6 +204,9 @@ Bundle make_bundle(const Graph& graph, const MakeBundleOptions& options) {
     }
     bundle.kernels.push_back(std::move(k));
   }
+  if (untagged_lines > 0)
+    log::debug("make_bundle: " + std::to_string(untagged_lines) +
+               " kernel body lines had no origin from the emitter; attributed to their kernel's node");
   return bundle;
 }
 

@@ -43,6 +43,32 @@ TEST(Emit, EveryComputingLineNamesItsOrigin) {
   EXPECT_GE(tagged, 2);  // the kernel header and the add itself
 }
 
+TEST(Emit, EveryLineOfTheKernelBodyCarriesAnOrigin) {
+  // A reduction (loop, accumulator, index math) and a multi-step op (softmax) included.
+  std::vector<TensorType> in = {{DType::F32, {SymInt(4), SymInt(6)}}};
+  for (OpKind kind : {OpKind::Sum, OpKind::Softmax, OpKind::Relu}) {
+    AttrMap attrs = kind == OpKind::Softmax ? AttrMap{{"dim", int64_t(1)}} : AttrMap{};
+    auto out = infer_types(kind, in, attrs, {});
+    LoweredOp op = lower_op(kind, complete_attrs(kind, attrs, {}), in, out, 9);
+    for (const auto& step : op.steps) {
+      EmittedKernel k = emit(step.kernel.kernel, options());
+      std::istringstream lines(k.source);
+      bool in_main = false;
+      size_t i = 0;
+      for (std::string l; std::getline(lines, l); ++i) {
+        if (l == "void main() {") {
+          in_main = true;
+          continue;
+        }
+        std::string trimmed = l.substr(l.find_first_not_of(' ') == std::string::npos ? 0 : l.find_first_not_of(' '));
+        if (!in_main || trimmed == "}") continue;
+        EXPECT_EQ(k.line_origins[i], std::vector<int>{9}) << step.kernel.kernel.name << ": " << l;
+      }
+      EXPECT_TRUE(in_main);
+    }
+  }
+}
+
 TEST(Emit, KernelTextDoesNotDependOnSizes) {
   auto lower_at = [](int64_t rows) {
     std::vector<TensorType> in = {{DType::F32, {SymInt(rows), SymInt(3)}}, {DType::F32, {SymInt(3)}}};
