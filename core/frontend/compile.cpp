@@ -1,6 +1,8 @@
 // kiln::compile's engine: the guarded cache, tracing, recompiles with reasons, graph breaks.
 #include "core/frontend/compile.h"
 
+#include <cstdlib>
+
 #include <filesystem>
 #include <fstream>
 #include <mutex>
@@ -14,6 +16,7 @@
 #include "core/ir/text.h"
 #include "core/passes/pass.h"
 #include "core/support/log.h"
+#include "core/trace/bundle.h"
 
 namespace kiln::compile_detail {
 
@@ -266,6 +269,31 @@ EntryGuards Engine::State::make_guards(std::span<const ArgView> args,
   return g;
 }
 
+// The trace bundle kiln-debug opens: IR after each pass, kernels with their source lines, guards and
+// recompile reasons. One directory per compile: DIR/<name>_<N>/.
+void write_debug_bundle(const std::string& dir, const std::string& name, const Device& device,
+                        const Trace& traced, const std::vector<PassRecord>& passes,
+                        const CompileStats& stats) {
+  trace::MakeBundleOptions bundle_options;
+  bundle_options.name = name;
+  trace::Bundle bundle = trace::make_bundle(traced.graph, bundle_options);
+  bundle.device = device.name();
+  trace::record_passes(bundle, passes);
+  std::vector<ShapeGuard> decisions;
+  for (const DecisionGuard& d : traced.decisions) decisions.push_back(d.guard);
+  trace::record_guards(bundle, decisions);
+  for (const std::string& reason : stats.recompile_reasons) bundle.recompiles.push_back({reason, "", 0});
+  for (const std::string& where : stats.graph_break_locations) bundle.graph_breaks.push_back({where, "", 0});
+  std::string path = dir + "/" + name + "_" + std::to_string(stats.compiles);
+  try {
+    trace::write_bundle(path, bundle);
+    log::info("kiln::compile: wrote the debug bundle " + path + " (open it with kiln-debug)");
+  } catch (const Error& e) {
+    log::warn(std::string("kiln::compile: ") + e.what());
+  }
+}
+
+
 std::vector<Tensor> Engine::State::compile_and_run(std::span<const ArgView> args,
                                                    const std::vector<ModuleTensors>& modules,
                                                    TraceFn trace, EagerFn eager,
@@ -354,18 +382,18 @@ std::vector<Tensor> Engine::State::compile_and_run(std::span<const ArgView> args
 
   const size_t num_inputs = traced->graph.inputs().size();
   entry->guards = make_guards(args, modules, *traced, *device);
-  run_pipeline(traced->graph, standard_pipeline(), PipelineOptions{});
+  const std::string debug_dir = !options.debug_dir.empty()            ? options.debug_dir
+                                : std::getenv("KILN_DEBUG") != nullptr ? std::getenv("KILN_DEBUG")
+                                                                       : "";
+  PipelineOptions pipeline_options;
+  pipeline_options.keep_ir = !debug_dir.empty();
+  std::vector<PassRecord> pass_records =
+      run_pipeline(traced->graph, standard_pipeline(), pipeline_options);
   if (traced->graph.inputs().size() != num_inputs)
     throw Error("kiln::compile: internal error: the pass pipeline changed the graph's inputs (" +
                 std::to_string(num_inputs) + " -> " +
                 std::to_string(traced->graph.inputs().size()) + ")");
-  if (!options.debug_dir.empty()) {
-    std::filesystem::create_directories(options.debug_dir);
-    std::string path = options.debug_dir + "/graph_" + std::to_string(stats.compiles) + ".kir";
-    std::ofstream out(path);
-    out << print_graph(traced->graph);
-    if (!out) log::warn("kiln::compile: could not write " + path);
-  }
+  if (!debug_dir.empty()) write_debug_bundle(debug_dir, name, *device, *traced, pass_records, stats);
   ProgramOptions program_options;
   program_options.reduce_overhead = options.mode == Mode::ReduceOverhead;
   entry->program = build_program(traced->graph, *device, program_options);

@@ -177,8 +177,17 @@ void register_elementwise_ops(OpTable& t) {
   };
   t["PRelu"] = [](N& n) {
     Value* x = n.input(0);
+    Value* slope = n.input(1);
+    // Old exporters give one slope per channel ([C]) for [N, C, ...]: align it with dim 1.
+    const Shape& xs = x->type.shape;
+    if (!broadcast_shapes(xs, slope->type.shape) && slope->type.rank() == 1 && xs.size() > 2 &&
+        slope->type.shape[0].same_as(xs[1])) {
+      Shape s(xs.size() - 1, SymInt(1));
+      s[0] = xs[1];
+      slope = n.reshape(slope, s);
+    }
     Value* neg = n.emit(OpKind::Lt, {x, scalar_like(n, 0, x)});
-    n.set_output(0, n.emit(OpKind::Where, {neg, n.emit(OpKind::Mul, {x, n.input(1)}), x}));
+    n.set_output(0, n.emit(OpKind::Where, {neg, n.emit(OpKind::Mul, {x, slope}), x}));
   };
   t["Tan"] = [](N& n) {
     require_float(n);

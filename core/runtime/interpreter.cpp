@@ -68,6 +68,9 @@ std::vector<Tensor> interpret(const Graph& graph, const std::vector<Tensor>& inp
     for (const Value* v : node->inputs) args.push_back(env.at(v));
     std::vector<Tensor> outs = run_op_at(node->kind, args, concrete_attrs(node->attrs, bindings),
                                          node->provenance);
+    // Ops without inputs (constants) run on cpu; their results belong on the graph's device.
+    if (args.empty() && !inputs.empty())
+      for (Tensor& t : outs) t = t.to(inputs[0].device());
     for (size_t i = 0; i < outs.size(); ++i) env[node->outputs[i]] = std::move(outs[i]);
   }
   std::vector<Tensor> results;

@@ -12,6 +12,8 @@
 
 #include <kiln/kiln.h>
 
+#include "core/trace/bundle.h"
+
 namespace kiln {
 namespace {
 
@@ -388,16 +390,24 @@ TEST(Compile, CompiledFunctionCalledWhileTracingIsInlined) {
   EXPECT_EQ(inner.stats().calls, 0);
 }
 
-TEST(Compile, DebugDirReceivesTheFinalGraph) {
+TEST(Compile, DebugDirReceivesABundleForTheDebugger) {
   std::filesystem::path dir = std::filesystem::temp_directory_path() / "kiln_compile_test_debug";
   std::filesystem::remove_all(dir);
   auto fn = [](const Tensor& x) { return relu(x) + 1.0; };
   auto fast = compile(fn, {.debug_dir = dir.string()});
   fast(randn({2, 2}, Device::cpu(), 1));
-  std::ifstream in(dir / "graph_0.kir");
-  ASSERT_TRUE(in.good());
-  std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
-  EXPECT_TRUE(contains(text, "relu")) << text;
+  std::vector<std::filesystem::path> bundles;
+  for (const auto& e : std::filesystem::directory_iterator(dir))
+    if (std::filesystem::exists(e.path() / "bundle.json")) bundles.push_back(e.path());
+  ASSERT_EQ(bundles.size(), 1u);
+  trace::Bundle b = trace::read_bundle(bundles[0].string());
+  EXPECT_FALSE(b.passes.empty());
+  bool has_relu = false;
+  for (const trace::BundleNode& n : b.nodes) {
+    has_relu |= n.op == "relu";
+    if (n.op != "constant") EXPECT_GE(b.kernel_of(n.id), 0) << n.op;
+  }
+  EXPECT_TRUE(has_relu);
   std::filesystem::remove_all(dir);
 }
 

@@ -98,7 +98,8 @@ int cmd_run(const std::vector<std::string>& args) {
     if (!is_static(io.type.shape))
       throw Error("input '" + io.name + "' has symbolic dims " + io.type.str() +
                   "; give it with --input " + io.name + "=file.pb");
-    Tensor t = is_floating(io.type.dtype) ? rand(Dims(io.type.shape), Device::cpu(), 0).to(io.type.dtype)
+    const uint64_t seed = inputs.size();  // a different stream per input
+    Tensor t = is_floating(io.type.dtype) ? rand(Dims(io.type.shape), Device::cpu(), seed).to(io.type.dtype)
                                           : zeros(Dims(io.type.shape), io.type.dtype);
     inputs.push_back(onnx::tensor_to_literal(t));
     std::printf("input %s: %s random\n", io.name.c_str(), io.type.str().c_str());

@@ -113,10 +113,18 @@ std::string compare(const Literal& got, const Literal& want, const Tolerance& to
 
 enum class Outcome { Pass, Fail, Unsupported };
 
-std::string one_line(std::string s) {
-  for (char& c : s)
-    if (c == '\n') c = ';';
-  return s;
+// Multi-line messages (the importer's list of unsupported items) on one line, `; `-separated.
+std::string one_line(const std::string& s) {
+  std::string out;
+  for (size_t i = 0; i < s.size(); ++i) {
+    if (s[i] != '\n') {
+      out += s[i];
+      continue;
+    }
+    while (i + 1 < s.size() && s[i + 1] == ' ') ++i;
+    out += out.empty() || out.back() == ':' ? " " : "; ";
+  }
+  return out;
 }
 
 Outcome run_case(const fs::path& dir, Device device, const Tolerance& tol, std::string* reason) {
