@@ -118,6 +118,9 @@ class Backend {
 
   // Eager mode: runs one op now (or queued in order; download waits for it).
   virtual void execute(const OpRun& run) = 0;
+  // Waits until every op queued by execute() has finished, so work on another stream (a compiled
+  // program) can read its results.
+  virtual void synchronize() {}
 
   // Optional: code generation backends.
   virtual std::unique_ptr<Program> compile(const ProgramSource& source);

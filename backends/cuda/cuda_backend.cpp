@@ -175,6 +175,7 @@ class CudaBackend : public Backend {
     ctx_.driver().check(ctx_.driver().cuMemcpyDtoH(dst, as_cuda(src).ptr() + offset, bytes), "cuMemcpyDtoH");
   }
   void execute(const OpRun& run) override { runner_.run(run); }
+  void synchronize() override { runner_.sync(); }
 
   std::unique_ptr<Program> compile(const ProgramSource& source) override {
     if (source.language != "cuda")

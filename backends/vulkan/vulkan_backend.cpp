@@ -94,6 +94,7 @@ class VulkanBackendImpl : public VulkanBackend {
   CompileStats compile_stats() const override { return compiler_->stats(); }
   KernelRunnerStats eager_stats() const override { return runner_.stats(); }
   void eager_sync() override { runner_.sync(); }
+  void synchronize() override { runner_.sync(); }
   void debug_message(const std::string& text) override { instance_.submit_message(text); }
   std::string driver_info() const override {
     VkPhysicalDeviceDriverProperties driver{VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_DRIVER_PROPERTIES};

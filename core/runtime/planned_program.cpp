@@ -327,6 +327,7 @@ std::vector<Tensor> PlannedProgram::run(const std::vector<Tensor>& inputs) {
   std::map<std::string, int64_t> bindings = bind(inputs);
   if (!prepared_ || bindings != bindings_) prepare(bindings);
   if (!stream_) stream_ = backend_.create_stream();
+  backend_.synchronize();  // inputs made by queued eager ops must be complete before we read them
 
   // The tensors handed back: fresh buffers each run, so earlier results stay valid.
   std::vector<std::shared_ptr<Buffer>> fresh;
