@@ -7,7 +7,7 @@ packages=(
   build-essential cmake ninja-build pkg-config libgtest-dev
   libvulkan-dev mesa-vulkan-drivers vulkan-validationlayers vulkan-tools
   glslc libshaderc-dev spirv-tools glslang-tools
-  libglfw3-dev libimgui-dev xvfb
+  libglfw3-dev libimgui-dev xvfb xauth
   nlohmann-json3-dev
   libonnx-dev libonnx-testdata libprotobuf-dev protobuf-compiler
 )
