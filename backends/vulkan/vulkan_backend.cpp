@@ -1,8 +1,11 @@
 // VulkanBackend: ties device, memory, compiler, programs and streams into kiln's Backend, plus
-// device enumeration and the factory the registry uses.
+// device enumeration and the factory the registry uses. SPIR-V, VkPipelineCache data and autotune
+// choices persist in the disk cache (KILN_CACHE_DIR).
 #include "backends/vulkan/vulkan_backend.h"
 
+#include <cstdio>
 #include <mutex>
+#include <optional>
 
 #include "backends/kernel_runner.h"
 #include "backends/vulkan/vulkan_compiler.h"
@@ -11,11 +14,31 @@
 #include "backends/vulkan/vulkan_program.h"
 #include "backends/vulkan/vulkan_stream.h"
 #include "backends/vulkan/vulkan_templates.h"
+#include "core/runtime/disk_cache.h"
 #include "core/support/error.h"
+#include "core/support/log.h"
 
 namespace kiln {
 namespace vulkan {
 namespace {
+
+// Everything that makes compiled code or pipeline-cache data specific to a device and driver.
+std::string device_key(VkPhysicalDevice physical) {
+  VkPhysicalDeviceDriverProperties driver{VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_DRIVER_PROPERTIES};
+  VkPhysicalDeviceProperties2 props{VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_PROPERTIES_2};
+  props.pNext = &driver;
+  vkGetPhysicalDeviceProperties2(physical, &props);
+  const VkPhysicalDeviceProperties& p = props.properties;
+  std::string uuid;
+  for (uint8_t b : p.pipelineCacheUUID) {
+    char hex[3];
+    std::snprintf(hex, sizeof hex, "%02x", b);
+    uuid += hex;
+  }
+  return std::string(p.deviceName) + "|vendor=" + std::to_string(p.vendorID) + "|device=" +
+         std::to_string(p.deviceID) + "|driver=" + std::to_string(p.driverVersion) + " " +
+         driver.driverName + " " + driver.driverInfo + "|uuid=" + uuid;
+}
 
 class VulkanBackendImpl : public VulkanBackend {
  public:
@@ -29,15 +52,30 @@ class VulkanBackendImpl : public VulkanBackend {
     device_ = std::make_unique<Device>(devices[index]);
     allocator_ = std::make_unique<MemoryAllocator>(*device_, options);
     transfer_ = std::make_unique<Transfer>(*device_, *allocator_);
-    compiler_ = std::make_unique<ShaderCompiler>(device_->scalar_block_layout());
+    device_key_ = device_key(device_->physical());
+    compiler_ = std::make_unique<ShaderCompiler>(device_->scalar_block_layout(), disk_, device_key_);
     VkPipelineCacheCreateInfo cache_info{VK_STRUCTURE_TYPE_PIPELINE_CACHE_CREATE_INFO};
-    check(vkCreatePipelineCache(device_->handle(), &cache_info, nullptr, &pipeline_cache_),
-          "vkCreatePipelineCache");
+    std::optional<std::vector<uint8_t>> data = disk_.load("pipeline", pipeline_key());
+    if (data) {
+      cache_info.initialDataSize = data->size();
+      cache_info.pInitialData = data->data();
+    }
+    VkResult created = vkCreatePipelineCache(device_->handle(), &cache_info, nullptr, &pipeline_cache_);
+    if (created != VK_SUCCESS && data) {
+      log::warn("disk cache: the driver rejected the stored VkPipelineCache data; starting empty");
+      cache_info.initialDataSize = 0;
+      cache_info.pInitialData = nullptr;
+      data.reset();
+      created = vkCreatePipelineCache(device_->handle(), &cache_info, nullptr, &pipeline_cache_);
+    }
+    check(created, "vkCreatePipelineCache");
+    pipeline_cache_loaded_ = data.has_value();
   }
 
   ~VulkanBackendImpl() override {
     if (device_) {
       device_->wait_idle();
+      save_pipeline_cache();
       vkDestroyPipelineCache(device_->handle(), pipeline_cache_, nullptr);
     }
     // Members go in reverse order: transfer, allocator, then the device, then the instance.
@@ -91,7 +129,15 @@ class VulkanBackendImpl : public VulkanBackend {
   std::unique_ptr<Stream> create_stream() override { return std::make_unique<CommandStream>(*device_); }
 
   MemoryStats memory_stats() const override { return allocator_->stats(); }
-  CompileStats compile_stats() const override { return compiler_->stats(); }
+  CompileStats compile_stats() const override {
+    CompileStats stats = compiler_->stats();
+    stats.pipeline_cache_loaded = pipeline_cache_loaded_;
+    AutotuneStats tuned = autotuner_.stats();
+    stats.autotune_timed = tuned.timed;
+    stats.autotune_disk_hits = tuned.disk_hits;
+    stats.autotune_last = tuned.last;
+    return stats;
+  }
   KernelRunnerStats eager_stats() const override { return runner_.stats(); }
   void eager_sync() override { runner_.sync(); }
   void synchronize() override { runner_.sync(); }
@@ -112,6 +158,19 @@ class VulkanBackendImpl : public VulkanBackend {
   }
   static const VulkanBuffer& as_vulkan(const Buffer& b) { return as_vulkan(const_cast<Buffer&>(b)); }
 
+  std::string pipeline_key() const { return "pipeline|" + device_key_; }
+  // Best effort: a failure only costs the next process its pipeline warm start.
+  void save_pipeline_cache() {
+    if (!disk_.enabled() || !pipeline_cache_) return;
+    size_t size = 0;
+    if (vkGetPipelineCacheData(device_->handle(), pipeline_cache_, &size, nullptr) != VK_SUCCESS || !size)
+      return;
+    std::vector<uint8_t> data(size);
+    if (vkGetPipelineCacheData(device_->handle(), pipeline_cache_, &size, data.data()) != VK_SUCCESS) return;
+    data.resize(size);
+    disk_.store("pipeline", pipeline_key(), data);
+  }
+
   int index_;
   Instance instance_;
   std::unique_ptr<Device> device_;
@@ -119,8 +178,13 @@ class VulkanBackendImpl : public VulkanBackend {
   std::unique_ptr<Transfer> transfer_;
   std::unique_ptr<ShaderCompiler> compiler_;
   VkPipelineCache pipeline_cache_ = VK_NULL_HANDLE;
+  bool pipeline_cache_loaded_ = false;
+  DiskCache disk_ = DiskCache::from_env();
+  std::string device_key_;  // set in the constructor, before anything reads it
+  MatmulAutotuner autotuner_{*this, disk_, device_key_};
   // Last: its programs and queued launches go first.
-  KernelRunner runner_{*this, kernel::Dialect::Glsl, {.templates = glsl_template_planner()}};
+  KernelRunner runner_{*this, kernel::Dialect::Glsl,
+                       {.templates = glsl_template_planner({.autotuner = &autotuner_})}};
 };
 
 }  // namespace

@@ -67,6 +67,11 @@ struct MemoryStats {
 struct CompileStats {
   size_t compiles = 0;    // GLSL -> SPIR-V runs (shaderc + optimizer + validator)
   size_t cache_hits = 0;  // compile() calls answered from the in-memory cache
+  size_t disk_hits = 0;   // compile() calls answered from the disk cache (KILN_CACHE_DIR)
+  bool pipeline_cache_loaded = false;  // VkPipelineCache data came from the disk cache at creation
+  size_t autotune_timed = 0;       // matmul shape classes max-autotune timed on the device
+  size_t autotune_disk_hits = 0;   // matmul shape classes whose tile came from the disk cache
+  std::string autotune_last;       // "shape class -> tile" of the latest choice
 };
 
 struct VulkanOptions {

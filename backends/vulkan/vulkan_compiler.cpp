@@ -1,11 +1,15 @@
-// The compile pipeline (shaderc, optimizer, validator) and its in-memory cache.
+// The compile pipeline (shaderc, optimizer, validator), its in-memory cache and its disk entries.
 #include "backends/vulkan/vulkan_compiler.h"
 
 #include <shaderc/shaderc.hpp>
 #include <spirv-tools/libspirv.hpp>
 #include <spirv-tools/optimizer.hpp>
 
+#include <cstring>
+#include <optional>
+
 #include "core/support/error.h"
+#include "core/support/log.h"
 
 namespace kiln::vulkan {
 namespace {
@@ -27,7 +31,47 @@ spvtools::ValidatorOptions validator_options(bool scalar_block_layout) {
   return options;
 }
 
+// Disk payload: buffers, push bytes, local size, per-binding written/read flags, then the words.
+std::vector<uint8_t> serialize(const CompiledShader& shader) {
+  std::vector<uint32_t> w;
+  const ProgramLayout& l = shader.layout;
+  w.push_back(l.buffers);
+  w.push_back(l.push_constant_bytes);
+  w.insert(w.end(), l.local_size.begin(), l.local_size.end());
+  for (uint32_t i = 0; i < l.buffers; ++i)
+    w.push_back((i < l.buffer_written.size() && l.buffer_written[i] ? 1u : 0u) |
+                (i < l.buffer_read.size() && l.buffer_read[i] ? 2u : 0u));
+  w.insert(w.end(), shader.words.begin(), shader.words.end());
+  std::vector<uint8_t> bytes(w.size() * 4);
+  std::memcpy(bytes.data(), w.data(), bytes.size());
+  return bytes;
+}
+
+std::optional<CompiledShader> deserialize(const std::vector<uint8_t>& bytes) {
+  if (bytes.size() % 4 != 0 || bytes.size() < 5 * 4) return std::nullopt;
+  std::vector<uint32_t> w(bytes.size() / 4);
+  std::memcpy(w.data(), bytes.data(), bytes.size());
+  CompiledShader shader;
+  ProgramLayout& l = shader.layout;
+  l.buffers = w[0];
+  l.push_constant_bytes = w[1];
+  l.local_size = {w[2], w[3], w[4]};
+  if (l.buffers > 64 || w.size() < 5 + size_t(l.buffers) + 5) return std::nullopt;
+  for (uint32_t i = 0; i < l.buffers; ++i) {
+    l.buffer_written.push_back(w[5 + i] & 1u);
+    l.buffer_read.push_back(w[5 + i] & 2u);
+  }
+  shader.words.assign(w.begin() + 5 + l.buffers, w.end());
+  if (shader.words[0] != 0x07230203u) return std::nullopt;  // SPIR-V magic
+  return shader;
+}
+
 }  // namespace
+
+std::string ShaderCompiler::disk_key(const std::string& text) const {
+  return "spirv|" + device_key_ + "|scalar=" + std::to_string(scalar_block_layout_) + "|" +
+         stable_hash_hex(text) + "|" + std::to_string(text.size());
+}
 
 void ShaderCompiler::validate(const std::string& name, std::span<const uint32_t> words) const {
   std::string messages;
@@ -45,6 +89,19 @@ CompiledShader ShaderCompiler::compile_glsl(const std::string& name, const std::
     if (it != cache_.end()) {
       ++stats_.cache_hits;
       return it->second;
+    }
+  }
+  const std::string key = disk_.enabled() ? disk_key(text) : std::string();
+  if (disk_.enabled()) {
+    if (auto bytes = disk_.load("spirv", key)) {
+      std::optional<CompiledShader> cached = deserialize(*bytes);
+      if (cached) {
+        std::lock_guard lock(mutex_);
+        ++stats_.disk_hits;
+        cache_.emplace(text, *cached);
+        return *cached;
+      }
+      log::warn("disk cache: SPIR-V entry for '" + name + "' does not parse; recompiling");
     }
   }
   shaderc::Compiler compiler;
@@ -71,6 +128,7 @@ CompiledShader ShaderCompiler::compile_glsl(const std::string& name, const std::
   if (!optimizer.Run(spirv.data(), spirv.size(), &shader.words, opt_options))
     throw Error("vulkan: the SPIR-V optimizer failed on '" + name + "':\n" + messages);
   validate(name, shader.words);
+  if (disk_.enabled()) disk_.store("spirv", key, serialize(shader));
 
   std::lock_guard lock(mutex_);
   ++stats_.compiles;

@@ -1,5 +1,6 @@
 // GLSL -> SPIR-V: libshaderc (compute, Vulkan 1.2, no optimization), the SPIRV-Tools optimizer's
-// performance passes, then spirv-val; results cached in memory by source text.
+// performance passes, then spirv-val; results cached in memory by source text and on disk (SPIR-V
+// plus reflected layout) by source hash, device and driver.
 #pragma once
 
 #include <cstdint>
@@ -10,6 +11,7 @@
 #include <vector>
 
 #include "backends/vulkan/vulkan_backend.h"
+#include "core/runtime/disk_cache.h"
 
 namespace kiln::vulkan {
 
@@ -20,7 +22,9 @@ struct CompiledShader {
 
 class ShaderCompiler {
  public:
-  explicit ShaderCompiler(bool scalar_block_layout) : scalar_block_layout_(scalar_block_layout) {}
+  // `device_key` names the device and driver; disk entries from another device or driver miss.
+  ShaderCompiler(bool scalar_block_layout, DiskCache disk = {}, std::string device_key = {})
+      : scalar_block_layout_(scalar_block_layout), disk_(std::move(disk)), device_key_(std::move(device_key)) {}
 
   // Throws kiln::Error with shaderc's message (compile errors), the optimizer's, or spirv-val's.
   CompiledShader compile_glsl(const std::string& name, const std::string& text);
@@ -29,7 +33,11 @@ class ShaderCompiler {
   CompileStats stats() const;
 
  private:
+  std::string disk_key(const std::string& text) const;
+
   bool scalar_block_layout_;
+  DiskCache disk_;
+  std::string device_key_;
   mutable std::mutex mutex_;
   std::unordered_map<std::string, CompiledShader> cache_;  // keyed by the source text's hash
   CompileStats stats_;

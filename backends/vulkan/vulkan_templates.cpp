@@ -1,8 +1,14 @@
 // The matmul template's planner: which ops and shapes it takes, the variant defines, and the push
-// constants (sizes, leading dimensions, batch strides with 0 for broadcast, the epilogue's terms).
+// constants (sizes, leading dimensions, batch strides with 0 for broadcast, the epilogue's terms),
+// and the autotuner that times the tile variants.
 #include "backends/vulkan/vulkan_templates.h"
 
+#include <algorithm>
+#include <array>
+#include <chrono>
 #include <cstring>
+
+#include "core/support/log.h"
 
 namespace kiln::vulkan {
 namespace {
@@ -141,6 +147,53 @@ std::optional<MatmulProblem> gemm_problem(const OpRun& run) {
   return p;
 }
 
+// The launch of one tile variant; nullopt when the grid exceeds the dispatch limits.
+std::optional<TemplateLaunch> matmul_launch(const MatmulProblem& problem, const MatmulTile& tile,
+                                            int n_inputs) {
+  const MatmulProblem* p = &problem;
+  const int64_t batch = p->batch0 * p->batch1;
+  const int64_t groups_x = (p->n + tile.bn - 1) / tile.bn, groups_y = (p->m + tile.bm - 1) / tile.bm;
+  if (groups_x > 65535 || groups_y > 65535 || batch > 65535) return std::nullopt;
+  TemplateLaunch launch;
+  launch.name = std::string("matmul_tiled_f32") + (p->trans_a ? "_ta" : "") + (p->trans_b ? "_tb" : "") +
+                (p->has_c ? "_c" : "");
+  launch.source = matmul_source(tile, p->trans_a, p->trans_b, p->has_c);
+  launch.args = {0, 1};
+  if (p->has_c) launch.args.push_back(2);
+  launch.args.push_back(n_inputs);  // the output
+  MatmulParams params{};
+  params.m = int32_t(p->m);
+  params.n = int32_t(p->n);
+  params.k = int32_t(p->k);
+  params.lda = int32_t(p->trans_a ? p->m : p->k);
+  params.ldb = int32_t(p->trans_b ? p->k : p->n);
+  params.ldo = int32_t(p->n);
+  params.batch1 = int32_t(p->batch1);
+  params.a_batch0 = int32_t(p->a_batch0);
+  params.a_batch1 = int32_t(p->a_batch1);
+  params.b_batch0 = int32_t(p->b_batch0);
+  params.b_batch1 = int32_t(p->b_batch1);
+  params.c_row = int32_t(p->c_row);
+  params.c_col = int32_t(p->c_col);
+  params.alpha = float(p->alpha);
+  params.beta = float(p->beta);
+  launch.push_constants.resize(sizeof params);
+  std::memcpy(launch.push_constants.data(), &params, sizeof params);
+  launch.groups = {uint32_t(groups_x), uint32_t(groups_y), uint32_t(batch)};
+  return launch;
+}
+
+// Problems whose sizes round up to the same powers of two (and share layout flags) share a tuning.
+std::string shape_class(const MatmulProblem& p) {
+  auto pow2 = [](int64_t v) {
+    int64_t r = 1;
+    while (r < v) r *= 2;
+    return std::to_string(r);
+  };
+  return "m" + pow2(p.m) + "_n" + pow2(p.n) + "_k" + pow2(p.k) + "_b" + pow2(p.batch0 * p.batch1) +
+         (p.trans_a ? "_ta" : "") + (p.trans_b ? "_tb" : "") + (p.has_c ? "_c" : "");
+}
+
 }  // namespace
 
 MatmulTile default_matmul_tile(const DeviceCaps& caps) {
@@ -180,6 +233,96 @@ std::string matmul_source(const MatmulTile& t, bool trans_a, bool trans_b, bool 
   return s;
 }
 
+std::vector<MatmulTile> matmul_tile_candidates(const DeviceCaps& caps) {
+  std::vector<MatmulTile> tiles;
+  for (bool shared : {false, true})
+    for (auto [bm, bn, tm, tn] : std::vector<std::array<int, 4>>{
+             {32, 32, 4, 4}, {64, 64, 4, 4}, {64, 64, 8, 4}, {64, 64, 8, 8}, {32, 64, 4, 8}, {16, 64, 2, 8}})
+      if ((bm / tm) * (bn / tn) <= int(caps.max_workgroup_invocations))
+        tiles.push_back({bm, bn, 16, tm, tn, shared});
+  return tiles;
+}
+
+std::string describe(const MatmulTile& t) {
+  return "bm=" + std::to_string(t.bm) + " bn=" + std::to_string(t.bn) + " bk=" + std::to_string(t.bk) +
+         " tm=" + std::to_string(t.tm) + " tn=" + std::to_string(t.tn) + " shared=" + std::to_string(t.shared);
+}
+
+MatmulTile MatmulAutotuner::choose(
+    const std::string& shape_class, const DeviceCaps& caps,
+    const std::function<std::optional<TemplateLaunch>(const MatmulTile&)>& launch_for,
+    const std::vector<size_t>& arg_bytes) {
+  std::lock_guard lock(mutex_);
+  if (auto it = chosen_.find(shape_class); it != chosen_.end()) return it->second;
+  const std::vector<MatmulTile> candidates = matmul_tile_candidates(caps);
+  const std::string key = "autotune|matmul_f32|" + device_key_ + "|" + shape_class;
+  auto remember = [&](const MatmulTile& t, const std::string& how) {
+    chosen_[shape_class] = t;
+    stats_.last = shape_class + " -> " + describe(t);
+    log::info("max-autotune: matmul " + shape_class + " on " + backend_.name() + ": " + describe(t) + " (" +
+              how + ")");
+    return t;
+  };
+  if (auto bytes = disk_.load("autotune", key); bytes && bytes->size() == 6 * sizeof(int32_t)) {
+    int32_t v[6];
+    std::memcpy(v, bytes->data(), sizeof v);
+    MatmulTile t{v[0], v[1], v[2], v[3], v[4], v[5] != 0};
+    for (const MatmulTile& c : candidates)
+      if (describe(c) == describe(t) && launch_for(t)) {
+        ++stats_.disk_hits;
+        return remember(t, "from the disk cache");
+      }
+    log::debug("disk cache: autotune entry for " + shape_class + " names no current candidate; retuning");
+  }
+
+  std::vector<std::unique_ptr<Buffer>> scratch;
+  std::vector<Buffer*> buffers;
+  for (size_t bytes : arg_bytes) {
+    scratch.push_back(backend_.alloc(std::max<size_t>(bytes, 4)));
+    std::vector<uint8_t> zeros(std::max<size_t>(bytes, 4), 0);  // no NaNs or denormals in the timing
+    backend_.upload(*scratch.back(), zeros.data(), zeros.size());
+    buffers.push_back(scratch.back().get());
+  }
+  std::unique_ptr<Stream> stream = backend_.create_stream();
+  const MatmulTile fallback = default_matmul_tile(caps);
+  MatmulTile best = fallback;
+  double best_s = 1e300, default_s = -1;
+  std::string table;
+  for (const MatmulTile& t : candidates) {
+    std::optional<TemplateLaunch> launch = launch_for(t);
+    if (!launch) continue;
+    std::unique_ptr<Program> program = backend_.compile({launch->name, "glsl", launch->source});
+    Launch l{program.get(), buffers, {}, launch->push_constants, launch->groups};
+    stream->launch(l);  // warm-up: first-run costs (pipeline creation, page faults) are not the tile's
+    stream->sync();
+    double s = 1e300;
+    for (int rep = 0; rep < 3; ++rep) {
+      auto t0 = std::chrono::steady_clock::now();
+      stream->launch(l);
+      stream->sync();
+      s = std::min(s, std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count());
+    }
+    table += "\n  " + describe(t) + ": " + std::to_string(s * 1e3) + " ms";
+    if (describe(t) == describe(fallback)) default_s = s;
+    if (s < best_s) {
+      best_s = s;
+      best = t;
+    }
+  }
+  log::debug("max-autotune: timings for matmul " + shape_class + ":" + table);
+  ++stats_.timed;
+  const int32_t v[6] = {best.bm, best.bn, best.bk, best.tm, best.tn, best.shared ? 1 : 0};
+  disk_.store("autotune", key, std::span(reinterpret_cast<const uint8_t*>(v), sizeof v));
+  return remember(best, "timed " + std::to_string(best_s * 1e3) + " ms, default tile " +
+                            (default_s < 0 ? std::string("not a candidate")
+                                           : std::to_string(default_s * 1e3) + " ms"));
+}
+
+AutotuneStats MatmulAutotuner::stats() const {
+  std::lock_guard lock(mutex_);
+  return stats_;
+}
+
 TemplatePlanner glsl_template_planner(const TemplateOptions& options) {
   return [options](const OpRun& run, const DeviceCaps& caps) -> std::optional<TemplateLaunch> {
     if (run.kind != OpKind::MatMul && run.kind != OpKind::Linear && run.kind != OpKind::Gemm)
@@ -194,40 +337,27 @@ TemplatePlanner glsl_template_planner(const TemplateOptions& options) {
     const int64_t batch = p->batch0 * p->batch1;
     const int64_t flops = 2 * p->m * p->n * p->k * batch;
     if (p->m == 0 || p->n == 0 || flops < options.matmul_min_flops) return std::nullopt;
-    const MatmulTile tile = options.force_tile ? options.tile : default_matmul_tile(caps);
-    const int64_t groups_x = (p->n + tile.bn - 1) / tile.bn, groups_y = (p->m + tile.bm - 1) / tile.bm;
-    if (groups_x > 65535 || groups_y > 65535 || batch > 65535) return std::nullopt;
     for (int64_t v : {p->m * p->k * batch, p->k * p->n * batch, p->m * p->n * batch})
       if (!fits_i32(v)) return std::nullopt;
-
-    TemplateLaunch launch;
-    launch.name = std::string("matmul_tiled_f32") + (p->trans_a ? "_ta" : "") + (p->trans_b ? "_tb" : "") +
-                  (p->has_c ? "_c" : "");
-    launch.source = matmul_source(tile, p->trans_a, p->trans_b, p->has_c);
-    launch.args = {0, 1};
     const int n_inputs = int(run.inputs.size());
-    if (p->has_c) launch.args.push_back(2);
-    launch.args.push_back(n_inputs);  // the output
-    MatmulParams params{};
-    params.m = int32_t(p->m);
-    params.n = int32_t(p->n);
-    params.k = int32_t(p->k);
-    params.lda = int32_t(p->trans_a ? p->m : p->k);
-    params.ldb = int32_t(p->trans_b ? p->k : p->n);
-    params.ldo = int32_t(p->n);
-    params.batch1 = int32_t(p->batch1);
-    params.a_batch0 = int32_t(p->a_batch0);
-    params.a_batch1 = int32_t(p->a_batch1);
-    params.b_batch0 = int32_t(p->b_batch0);
-    params.b_batch1 = int32_t(p->b_batch1);
-    params.c_row = int32_t(p->c_row);
-    params.c_col = int32_t(p->c_col);
-    params.alpha = float(p->alpha);
-    params.beta = float(p->beta);
-    launch.push_constants.resize(sizeof params);
-    std::memcpy(launch.push_constants.data(), &params, sizeof params);
-    launch.groups = {uint32_t(groups_x), uint32_t(groups_y), uint32_t(batch)};
-    return launch;
+    if (options.force_tile) return matmul_launch(*p, options.tile, n_inputs);
+    if (options.autotuner && max_autotune_enabled()) {
+      std::vector<size_t> arg_bytes;
+      std::vector<int> slots = {0, 1};  // the launch's args: a, b, (c,) out
+      if (p->has_c) slots.push_back(2);
+      slots.push_back(n_inputs);
+      for (int slot : slots) {
+        const BufferView& v = slot < n_inputs ? run.inputs[size_t(slot)] : run.outputs[0];
+        int64_t numel = 1;
+        for (int64_t d : v.dims) numel *= d;
+        arg_bytes.push_back(size_t(numel) * 4);
+      }
+      const MatmulTile tile = options.autotuner->choose(
+          shape_class(*p), caps, [&](const MatmulTile& t) { return matmul_launch(*p, t, n_inputs); },
+          arg_bytes);
+      return matmul_launch(*p, tile, n_inputs);
+    }
+    return matmul_launch(*p, default_matmul_tile(caps), n_inputs);
   };
 }
 

@@ -1,11 +1,16 @@
 // Hand-tuned GLSL templates (shaders/*.comp, embedded as text) chosen for eager ops in place of the
-// generic lowering: today the tiled matmul for matmul, linear and gemm in f32.
+// generic lowering: today the tiled matmul for matmul, linear and gemm in f32, with its autotuner.
 #pragma once
 
 #include <cstdint>
+#include <functional>
+#include <map>
+#include <mutex>
 #include <string>
+#include <vector>
 
 #include "backends/kernel_runner.h"
+#include "core/runtime/disk_cache.h"
 
 namespace kiln::vulkan {
 
@@ -15,11 +20,51 @@ struct MatmulTile {
   bool shared = true;             // stage through shared memory
 };
 
+class MatmulAutotuner;
+
 struct TemplateOptions {
   // Products smaller than this many flops (2 * M * N * K * batch) keep the generic lowering.
   int64_t matmul_min_flops = int64_t(2) * 64 * 64 * 64;
   bool force_tile = false;  // use `tile` instead of the per-device choice (benchmarks, tests)
   MatmulTile tile;
+  // When set and max_autotune_enabled(): the tile comes from timing candidates (borrowed; outlives
+  // the planner).
+  MatmulAutotuner* autotuner = nullptr;
+};
+
+// The tiles max-autotune times: kiln-bench's set, with and without shared memory, minus those whose
+// workgroup exceeds the device's invocation limit.
+std::vector<MatmulTile> matmul_tile_candidates(const DeviceCaps& caps);
+std::string describe(const MatmulTile& tile);
+
+struct AutotuneStats {
+  size_t timed = 0;       // shape classes timed on the device in this process
+  size_t disk_hits = 0;   // shape classes answered from the disk cache
+  std::string last;       // "class -> tile" of the latest choice
+};
+
+// Times the matmul template's tile variants on the real problem once per (device, shape class) and
+// keeps the fastest; choices persist in the disk cache ("autotune" entries).
+class MatmulAutotuner {
+ public:
+  // `device_key` is borrowed (the backend owns it and fills it in its constructor).
+  MatmulAutotuner(Backend& backend, DiskCache disk, const std::string& device_key)
+      : backend_(backend), disk_(std::move(disk)), device_key_(device_key) {}
+  // `launch_for(tile)` builds the launch for one tile (nullopt when the tile cannot run the
+  // problem); `arg_bytes` sizes scratch buffers for the launch's args, so timing never touches the
+  // op's own buffers.
+  MatmulTile choose(const std::string& shape_class, const DeviceCaps& caps,
+                    const std::function<std::optional<TemplateLaunch>(const MatmulTile&)>& launch_for,
+                    const std::vector<size_t>& arg_bytes);
+  AutotuneStats stats() const;
+
+ private:
+  Backend& backend_;
+  DiskCache disk_;
+  const std::string& device_key_;
+  mutable std::mutex mutex_;
+  std::map<std::string, MatmulTile> chosen_;  // by shape class
+  AutotuneStats stats_;
 };
 
 // The tile the template uses on a device: shared-memory tiles on GPUs, direct loads with a large

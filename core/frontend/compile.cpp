@@ -15,6 +15,7 @@
 #include "core/frontend/tracer.h"
 #include "core/ir/text.h"
 #include "core/passes/pass.h"
+#include "core/runtime/disk_cache.h"
 #include "core/support/log.h"
 #include "core/trace/bundle.h"
 
@@ -409,9 +410,13 @@ std::vector<Tensor> Engine::State::compile_and_run(std::span<const ArgView> args
 }
 
 void check_options(const CompileOptions& options) {
-  if (options.mode == Mode::MaxAutotune)
-    throw Error("kiln::compile: mode max-autotune is not implemented yet; use Mode::Default or "
-                "Mode::ReduceOverhead");
+  if (options.mode == Mode::MaxAutotune && !max_autotune_enabled()) {
+    // Process-wide: template ops (f32 matmul/linear/gemm on Vulkan) time their tile variants once
+    // per shape class and persist the choice; fused kernels have no variants to time yet.
+    set_max_autotune(true);
+    log::warn("kiln::compile: max-autotune times the Vulkan matmul template's tiles (template ops); "
+              "fused generated kernels are not autotuned yet");
+  }
   if (options.recompile_limit < 1)
     throw Error("kiln::compile: recompile_limit must be at least 1, got " +
                 std::to_string(options.recompile_limit));

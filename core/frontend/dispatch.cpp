@@ -5,6 +5,7 @@
 
 #include "core/frontend/scope.h"
 #include "core/frontend/tracer.h"
+#include "core/runtime/checked.h"
 
 namespace kiln {
 namespace {
@@ -84,7 +85,9 @@ std::vector<Tensor> run_op_at(OpKind kind, const std::vector<Tensor>& inputs, co
   }
   if (Tracer* tracer = tracer_of(inputs)) return tracer->record(kind, inputs, attrs, where);
   std::vector<TensorType> out_types = infer_types(kind, in_types, attrs, where);
-  std::vector<Tensor> outputs = run_eager(kind, inputs, attrs, in_types, out_types, where);
+  auto eager = [&] { return run_eager(kind, inputs, attrs, in_types, out_types, where); };
+  std::vector<Tensor> outputs =  // checked mode (core/runtime/checked.h): NaN/Inf, index range
+      checked_mode() ? run_checked(kind, inputs, attrs, where, eager) : eager();
   if (t_observer) t_observer(kind, where, outputs);
   return outputs;
 }

@@ -95,6 +95,8 @@ void register_nn_ops(OpTable& table);
 void register_reduce_ops(OpTable& table);
 void register_tensor_ops(OpTable& table);
 void register_composite_ops(OpTable& table);
+void register_resize_ops(OpTable& table);  // Resize, Upsample, Einsum, TopK
+void register_scatter_ops(OpTable& table);  // Scatter*, GatherND, Compress
 
 // The value table of one import.
 class ImportContext {

@@ -20,6 +20,8 @@ const OpTable& op_table() {
     register_reduce_ops(t);
     register_tensor_ops(t);
     register_composite_ops(t);
+    register_resize_ops(t);
+    register_scatter_ops(t);
     return t;
   }();
   return table;

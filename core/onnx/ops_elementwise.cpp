@@ -280,7 +280,10 @@ void register_elementwise_ops(OpTable& t) {
   t["Dropout"] = [](N& n) {  // inference: identity; the mask is all true
     if (n.has_input(2)) {
       const Literal& training = n.require_constant(2, "training_mode");
-      if (training.numel() > 0 && training.element(0) != 0)
+      // Training with ratio 0 drops nothing, so it is the identity too.
+      const bool train = training.numel() > 0 && training.element(0) != 0;
+      const bool drops = !n.has_input(1) || n.require_constant(1, "ratio").element(0) != 0;
+      if (train && drops)
         n.unsupported("training_mode=true (kiln imports models for inference)");
     }
     Value* x = n.input(0);

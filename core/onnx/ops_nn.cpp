@@ -1,6 +1,8 @@
 // ONNX neural-network ops -> kiln linalg/conv/norm ops: Gemm, MatMul, Conv, ConvTranspose,
 // pooling (auto_pad resolved here), BatchNormalization, LayerNormalization, InstanceNormalization,
-// Softmax/LogSoftmax (flattening semantics before opset 13), Flatten, LRN.
+// Softmax/LogSoftmax (flattening semantics before opset 13), Flatten, LRN, and ConvInteger/
+// MatMulInteger/DequantizeLinear computed in f32 after subtracting zero points.
+#include <cmath>
 #include <numeric>
 
 #include "core/onnx/import_context.h"
@@ -72,6 +74,54 @@ void map_conv(N& n) {
   n.set_output(0, n.emit(OpKind::Conv, in, a));
 }
 
+// A 1-D operand of several elements reshaped to run along `axis` of `like` (axis -1: as is).
+Value* per_channel(N& n, Value* c, Value* like, int64_t axis) {
+  if (axis < 0 || c->type.rank() != 1 || !c->type.shape[0].is_static() || c->type.shape[0].value() == 1)
+    return c;
+  const int64_t rank = int64_t(like->type.rank());
+  axis = normalize_axis_or(n, axis, rank);
+  Shape shape(size_t(rank), SymInt(1));
+  shape[size_t(axis)] = c->type.shape[0];
+  return n.reshape(c, shape);
+}
+
+// Input `i` as f32 less its zero point (input `zp_i`); a 1-D per-channel operand lines up with
+// `axis`. Integer ops computed this way stay exact while partial sums stay below 2^24.
+Value* minus_zero_point(N& n, Value* v, size_t zp_i, int64_t axis) {
+  v = n.cast(v, DType::F32);
+  if (!n.has_input(zp_i)) return v;
+  return n.emit(OpKind::Sub, {v, per_channel(n, n.cast(n.input(zp_i), DType::F32), v, axis)});
+}
+
+void map_conv_integer(N& n) {
+  const TensorType& x = n.input_type(0);
+  const size_t s = spatial_dims(n, x);
+  const Ints kernel = kernel_of(n, n.input_type(1), s);
+  const Ints stride = n.attr_ints("strides", Ints(s, 1));
+  const Ints dilation = n.attr_ints("dilations", Ints(s, 1));
+  AttrMap a{{"stride", stride},
+            {"dilation", dilation},
+            {"padding", resolve_pads(n, x, kernel, stride, dilation)},
+            {"groups", n.attr_int("group", 1)}};
+  Value* xf = minus_zero_point(n, n.input(0), 2, -1);
+  Value* wf = minus_zero_point(n, n.input(1), 3, 0);
+  n.set_output(0, n.cast(n.emit(OpKind::Conv, {xf, wf}, a), DType::I32));
+}
+
+void map_matmul_integer(N& n) {
+  const int64_t ra = int64_t(n.input_type(0).rank());
+  Value* af = minus_zero_point(n, n.input(0), 2, ra - 2);  // per-row zero points
+  Value* bf = minus_zero_point(n, n.input(1), 3, -1);      // per-column: broadcasts as is
+  n.set_output(0, n.cast(n.emit(OpKind::MatMul, {af, bf}), DType::I32));
+}
+
+void map_dequantize(N& n) {
+  Value* x = n.input(0);
+  const int64_t axis = n.attr_int("axis", 1);
+  Value* v = minus_zero_point(n, x, 2, axis);
+  n.set_output(0, n.emit(OpKind::Mul, {v, per_channel(n, n.cast(n.input(1), DType::F32), v, axis)}));
+}
+
 void map_conv_transpose(N& n) {
   require_float(n);
   const TensorType& x = n.input_type(0);
@@ -119,17 +169,47 @@ void map_pool(N& n, bool is_max) {
   const Ints stride = n.attr_ints("strides", Ints(s, 1));
   const Ints dilation = is_max ? n.attr_ints("dilations", Ints(s, 1)) : Ints(s, 1);
   if (!is_max && n.has_attr("dilations")) n.unsupported("AveragePool dilations");
-  const Ints pads = resolve_pads(n, x, kernel, stride, dilation);
+  Ints pads = resolve_pads(n, x, kernel, stride, dilation);
+  bool wide = false;  // kiln's pooling pads at most half the window: wider pads become a Pad op
   for (size_t i = 0; i < s; ++i) {
     const int64_t extent = dilation[i] * (kernel[i] - 1) + 1;
-    if (pads[i] > extent / 2 || pads[s + i] > extent / 2)
-      n.unsupported("padding larger than half the window (kiln's pooling limit)");
+    wide = wide || pads[i] > extent / 2 || pads[s + i] > extent / 2;
   }
-  AttrMap a{{"kernel", kernel}, {"stride", stride}, {"padding", pads},
+  const bool include_pad = n.attr_int("count_include_pad", 0) != 0;
+  AttrMap a{{"kernel", kernel}, {"stride", stride}, {"padding", wide ? Ints(2 * s, 0) : pads},
             {"ceil_mode", bool(n.attr_int("ceil_mode", 0))}};
   if (is_max) a.set("dilation", dilation);
-  else a.set("count_include_pad", bool(n.attr_int("count_include_pad", 0)));
-  n.set_output(0, n.emit(is_max ? OpKind::MaxPool : OpKind::AvgPool, {n.input(0)}, a));
+  else a.set("count_include_pad", include_pad);
+  const OpKind kind = is_max ? OpKind::MaxPool : OpKind::AvgPool;
+  if (!wide) {
+    n.set_output(0, n.emit(kind, {n.input(0)}, a));
+    return;
+  }
+  if (!is_floating(x.dtype)) n.unsupported("wide pooling pads on a non-float input");
+  Ints full_pads(2 * x.rank(), 0);  // ONNX order: all begins, then all ends
+  for (size_t i = 0; i < s; ++i) {
+    full_pads[x.rank() - s + i] = pads[i];
+    full_pads[2 * x.rank() - s + i] = pads[s + i];
+  }
+  const double fill = is_max ? -INFINITY : 0.0;
+  Value* padded = n.emit(OpKind::Pad, {n.input(0)},
+                         {{"pads", full_pads}, {"mode", std::string("constant")}, {"value", fill}});
+  Value* y = n.emit(kind, {padded}, a);
+  if (!is_max && !include_pad) {
+    // Average over real elements only: divide by the pooled share of a padded ones-mask.
+    if (!is_static(x.shape)) n.unsupported("wide pooling pads on symbolic dims");
+    Ints mshape = static_dims(x.shape);
+    for (size_t i = 0; i + s < mshape.size(); ++i) mshape[i] = 1;
+    Literal ones{x.dtype, mshape, {}};
+    const double one = 1.0;
+    ones.bytes.resize(size_t(ones.numel()) * dtype_size(x.dtype));
+    for (int64_t e = 0; e < ones.numel(); ++e)
+      convert_elements(&one, DType::F64, ones.bytes.data() + size_t(e) * dtype_size(x.dtype), x.dtype, 1);
+    Value* mask = n.emit(OpKind::Pad, {n.constant_value(ones)},
+                         {{"pads", full_pads}, {"mode", std::string("constant")}, {"value", 0.0}});
+    y = n.emit(OpKind::Div, {y, n.emit(OpKind::AvgPool, {mask}, a)});
+  }
+  n.set_output(0, y);
 }
 
 // Softmax family: opset < 13 flattens to [prod(d[:axis]), prod(d[axis:])] first.
@@ -248,6 +328,9 @@ void register_nn_ops(OpTable& t) {
   t["Conv"] = map_conv;
   t["ConvTranspose"] = map_conv_transpose;
   t["MaxPool"] = [](N& n) { map_pool(n, true); };
+  t["ConvInteger"] = map_conv_integer;
+  t["MatMulInteger"] = map_matmul_integer;
+  t["DequantizeLinear"] = map_dequantize;
   t["AveragePool"] = [](N& n) { map_pool(n, false); };
   t["GlobalAveragePool"] = [](N& n) {
     require_float(n);

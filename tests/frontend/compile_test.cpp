@@ -308,10 +308,11 @@ TEST(Compile, GraphBreakWithoutFullgraphRunsEagerlyAndIsCounted) {
   EXPECT_EQ(calls, 3);  // the broken trace, then one eager run per call; no retrace
 }
 
-TEST(Compile, MaxAutotuneIsNotImplementedYet) {
-  auto fn = [](const Tensor& x) { return x; };
-  std::string message = error_of([&] { compile(fn, {.mode = Mode::MaxAutotune}); });
-  EXPECT_TRUE(contains(message, "max-autotune is not implemented yet")) << message;
+TEST(Compile, MaxAutotuneMatchesEager) {
+  Mlp mlp;
+  auto fast = compile(mlp_fn, {.mode = Mode::MaxAutotune});
+  Tensor x = randn({5, 4}, Device::cpu(), 5);
+  EXPECT_TRUE(close(fast(x, mlp), mlp_fn(x, mlp), kTol));
 }
 
 TEST(Compile, ReduceOverheadMatchesEager) {

@@ -357,5 +357,138 @@ TEST(OnnxImport, NotAModelFileIsAnError) {
   EXPECT_THROW(import_onnx((dir / "missing.onnx").string()), Error);
 }
 
+// Resize/Upsample, Einsum, TopK and scatters are decompositions; these check them against values
+// worked out by hand from the ONNX reference's formulas.
+void expect_near_all(const std::vector<float>& got, const std::vector<float>& want, float tol = 1e-5f) {
+  ASSERT_EQ(got.size(), want.size());
+  for (size_t i = 0; i < got.size(); ++i) EXPECT_NEAR(got[i], want[i], tol) << i;
+}
+
+TEST(OnnxImport, ResizeLinearHalfPixelMatchesHandInterpolation) {
+  ModelBuilder b;
+  b.input("x", {1, 1, 1, 2});
+  b.init("scales", {4}, {1, 1, 1, 2});
+  auto* r = b.node("Resize", "up", {"x", "", "scales"}, {"y"});
+  ModelBuilder::attr_string(r, "mode", "linear");
+  b.output("y");
+  ImportedModel m = import_onnx(b.save(temp_dir("resize_linear")));
+  // Output x maps to (x + 0.5) / 2 - 0.5 = -0.25, 0.25, 0.75, 1.25; edges clamp to the end pixels.
+  expect_near_all(run_f32(m, {from_vector<float>({1, 3}, {1, 1, 1, 2})}), {1, 1.5f, 2.5f, 3});
+}
+
+TEST(OnnxImport, UpsampleNearestRepeatsPixels) {
+  ModelBuilder b(9);
+  b.input("x", {1, 1, 2, 2});
+  b.init("scales", {4}, {1, 1, 2, 3});
+  b.node("Upsample", "up", {"x", "scales"}, {"y"});
+  b.output("y");
+  ImportedModel m = import_onnx(b.save(temp_dir("upsample")));
+  std::vector<float> y = run_f32(m, {from_vector<float>({1, 2, 3, 4}, {1, 1, 2, 2})});
+  expect_near_all(y, {1, 1, 1, 2, 2, 2, 1, 1, 1, 2, 2, 2, 3, 3, 3, 4, 4, 4, 3, 3, 3, 4, 4, 4});
+}
+
+TEST(OnnxImport, ResizeWithScalesAndSizesIsAnError) {
+  ModelBuilder b;
+  b.input("x", {1, 1, 2, 2});
+  b.init("scales", {4}, {1, 1, 2, 2});
+  b.init_i64("sizes", {1, 1, 4, 4});
+  b.node("Resize", "bad", {"x", "", "scales", "sizes"}, {"y"});
+  b.output("y");
+  EXPECT_THROW(import_onnx(b.save(temp_dir("resize_bad"))), Error);
+}
+
+TEST(OnnxImport, EinsumMatmulAndDiagonalMatchHandValues) {
+  ModelBuilder b;
+  b.input("a", {2, 2});
+  b.input("c", {2, 2});
+  auto* mm = b.node("Einsum", "mm", {"a", "c"}, {"y"});
+  ModelBuilder::attr_string(mm, "equation", "ij,jk->ik");
+  auto* dg = b.node("Einsum", "dg", {"a"}, {"d"});
+  ModelBuilder::attr_string(dg, "equation", "ii->i");
+  b.output("y");
+  b.output("d");
+  ImportedModel m = import_onnx(b.save(temp_dir("einsum")));
+  std::vector<Tensor> out = run_model(m, {from_vector<float>({1, 2, 3, 4}, {2, 2}),
+                                          from_vector<float>({5, 6, 7, 8}, {2, 2})}, Device::cpu());
+  expect_near_all(out.at(0).to_vector<float>(), {19, 22, 43, 50});
+  expect_near_all(out.at(1).to_vector<float>(), {1, 4});
+}
+
+TEST(OnnxImport, EinsumWithThreeOperandsIsUnsupported) {
+  ModelBuilder b;
+  b.input("a", {2});
+  auto* e = b.node("Einsum", "three", {"a", "a", "a"}, {"y"});
+  ModelBuilder::attr_string(e, "equation", "i,i,i->");
+  b.output("y");
+  EXPECT_THROW(import_onnx(b.save(temp_dir("einsum3"))), UnsupportedError);
+}
+
+TEST(OnnxImport, TopKReturnsSortedValuesAndFirstIndexOnTies) {
+  ModelBuilder b;
+  b.input("x", {1, 5});
+  b.init_i64("k", {3});
+  b.node("TopK", "top", {"x", "k"}, {"v", "i"});
+  b.output("v");
+  b.io(false, "i", P::INT64, {1, 3});
+  ImportedModel m = import_onnx(b.save(temp_dir("topk")));
+  std::vector<Tensor> out = run_model(m, {from_vector<float>({3, 9, 1, 9, 5}, {1, 5})}, Device::cpu());
+  expect_near_all(out.at(0).to_vector<float>(), {9, 9, 5});
+  EXPECT_EQ(out.at(1).to_vector<int64_t>(), (std::vector<int64_t>{1, 3, 4}));
+}
+
+TEST(OnnxImport, ScatterElementsAddAccumulatesDuplicateIndices) {
+  ModelBuilder b(16);
+  b.input("data", {1, 5});
+  b.io(true, "idx", P::INT64, {1, 3});
+  b.input("upd", {1, 3});
+  auto* s = b.node("ScatterElements", "sc", {"data", "idx", "upd"}, {"y"});
+  ModelBuilder::attr_int(s, "axis", 1);
+  ModelBuilder::attr_string(s, "reduction", "add");
+  b.output("y");
+  ImportedModel m = import_onnx(b.save(temp_dir("scatter")));
+  std::vector<float> y = run_f32(m, {from_vector<float>({1, 2, 3, 4, 5}, {1, 5}),
+                                     from_vector<int64_t>({1, 1, -1}, {1, 3}),
+                                     from_vector<float>({10, 20, 30}, {1, 3})});
+  expect_near_all(y, {1, 32, 3, 4, 35});
+}
+
+TEST(OnnxImport, PoolingPadsWiderThanHalfTheWindowMatchHandValues) {
+  // Width 3 padded by 2 each side, windows of 3: the edge windows hold one real element.
+  const std::vector<std::pair<std::string, int64_t>> cases = {
+      {"AveragePool", 0}, {"AveragePool", 1}, {"MaxPool", 0}};
+  const std::vector<std::vector<float>> want = {
+      {1, 1.5f, 2, 2.5f, 3}, {1.0f / 3, 1, 2, 5.0f / 3, 1}, {1, 2, 3, 3, 3}};
+  for (size_t c = 0; c < cases.size(); ++c) {
+    ModelBuilder b;
+    b.input("x", {1, 1, 1, 3});
+    auto* p = b.node(cases[c].first, "pool", {"x"}, {"y"});
+    ModelBuilder::attr_ints(p, "kernel_shape", {1, 3});
+    ModelBuilder::attr_ints(p, "pads", {0, 2, 0, 2});
+    if (cases[c].first == "AveragePool") ModelBuilder::attr_int(p, "count_include_pad", cases[c].second);
+    b.output("y");
+    ImportedModel m = import_onnx(b.save(temp_dir("widepool" + std::to_string(c))));
+    expect_near_all(run_f32(m, {from_vector<float>({1, 2, 3}, {1, 1, 1, 3})}), want[c]);
+  }
+}
+
+TEST(OnnxImport, MatMulIntegerAndDequantizeSubtractZeroPointsExactly) {
+  ModelBuilder b;
+  b.io(true, "a", P::UINT8, {1, 2});
+  b.io(true, "w", P::UINT8, {2, 1});
+  b.io(true, "za", P::UINT8, {});
+  b.node("MatMulInteger", "mm", {"a", "w", "za"}, {"y"});
+  b.io(false, "y", P::INT32, {1, 1});
+  b.input("scale", {});
+  b.node("DequantizeLinear", "dq", {"a", "scale", "za"}, {"d"});
+  b.output("d");
+  ImportedModel m = import_onnx(b.save(temp_dir("integer")));
+  std::vector<Tensor> out = run_model(
+      m, {from_vector<uint8_t>({200, 7}, {1, 2}), from_vector<uint8_t>({3, 255}, {2, 1}),
+          from_vector<uint8_t>({10}, Dims{}), from_vector<float>({0.5f}, Dims{})}, Device::cpu());
+  // (200 - 10) * 3 + (7 - 10) * 255 = 570 - 765 = -195; (200 - 10) * 0.5 = 95, (7 - 10) * 0.5 = -1.5.
+  EXPECT_EQ(out.at(0).to_vector<int32_t>(), (std::vector<int32_t>{-195}));
+  expect_near_all(out.at(1).to_vector<float>(), {95, -1.5f});
+}
+
 }  // namespace
 }  // namespace kiln::onnx
