@@ -13,28 +13,13 @@
 namespace kiln {
 namespace {
 
+using testing::Dims64;
+using testing::expect_error;
+using testing::product;
+
 using testing::all_close;
 using testing::uniform_values;
 using testing::values;
-
-using Dims64 = std::vector<int64_t>;
-
-int64_t product(const Dims64& d) {
-  int64_t n = 1;
-  for (int64_t x : d) n *= x;
-  return n;
-}
-
-template <class F>
-void expect_error(F fn, const std::vector<std::string>& parts) {
-  try {
-    fn();
-    ADD_FAILURE() << "expected kiln::Error";
-  } catch (const Error& e) {
-    const std::string msg = e.what();
-    for (const std::string& p : parts) EXPECT_NE(msg.find(p), std::string::npos) << msg;
-  }
-}
 
 // Window parameters of a 2-d case (1-d cases use h = kh = 1).
 struct Window {

@@ -6,11 +6,13 @@
 namespace kiln {
 namespace {
 
+using testing::Dims64;
+using testing::expect_error;
+using testing::product;
+
 using testing::all_close;
 using testing::uniform_values;
 using testing::values;
-
-using Dims64 = std::vector<int64_t>;
 
 int64_t count(const Dims64& dims, size_t begin = 0, size_t end = size_t(-1)) {
   int64_t n = 1;
@@ -24,17 +26,6 @@ std::vector<double> stored(const std::vector<float>& v, const Dims64& dims, DTyp
 }
 
 // Expects a kiln::Error mentioning every piece of `parts`.
-template <class F>
-void expect_error(F f, const std::vector<std::string>& parts) {
-  try {
-    f();
-    ADD_FAILURE() << "no error thrown";
-  } catch (const Error& e) {
-    std::string msg = e.what();
-    for (const std::string& p : parts) EXPECT_NE(msg.find(p), std::string::npos) << msg;
-  }
-}
-
 // (x - mean) / sqrt(biased var + eps) * w + b over consecutive blocks of `block` elements, with
 // w/b indexed by param_of(position in the block).
 std::vector<double> naive_normalize(const std::vector<double>& x, int64_t block, double eps,

@@ -47,4 +47,24 @@ std::vector<double> as_doubles(const std::vector<T>& v) {
 
 inline std::vector<double> values(const Tensor& t) { return t.to_vector<double>(); }
 
+using Dims64 = std::vector<int64_t>;
+
+inline int64_t product(const Dims64& d) {
+  int64_t n = 1;
+  for (int64_t x : d) n *= x;
+  return n;
+}
+
+// fn must throw a kiln::Error whose message contains every one of `parts` (op name, shapes, line).
+template <class F>
+void expect_error(F fn, const std::vector<std::string>& parts) {
+  try {
+    fn();
+    ADD_FAILURE() << "expected kiln::Error";
+  } catch (const Error& e) {
+    const std::string msg = e.what();
+    for (const std::string& p : parts) EXPECT_NE(msg.find(p), std::string::npos) << msg;
+  }
+}
+
 }  // namespace kiln::testing

@@ -9,12 +9,15 @@
 namespace kiln {
 namespace {
 
+using testing::Dims64;
+using testing::expect_error;
+using testing::product;
+
 using testing::all_close;
 using testing::as_doubles;
 using testing::uniform_values;
 using testing::values;
 
-using Dims64 = std::vector<int64_t>;
 using ReduceFn = Tensor (*)(const Tensor&, const std::vector<int64_t>&, bool, Loc);
 
 // The input values each output position reduces, in increasing input order, plus the output shape.
@@ -89,17 +92,6 @@ std::vector<double> stored(const std::vector<float>& v, const Dims64& dims, DTyp
 }
 
 // Expects a kiln::Error mentioning every piece of `parts`.
-template <class F>
-void expect_error(F f, const std::vector<std::string>& parts) {
-  try {
-    f();
-    ADD_FAILURE() << "no error thrown";
-  } catch (const Error& e) {
-    std::string msg = e.what();
-    for (const std::string& p : parts) EXPECT_NE(msg.find(p), std::string::npos) << msg;
-  }
-}
-
 TEST(Reduce, SumHandValuesOverEachDim) {
   Tensor x = from_vector<float>({1, 2, 3, 4, 5, 6}, {2, 3});
   EXPECT_TRUE(all_close(values(sum(x, {0})), {5, 7, 9}));
