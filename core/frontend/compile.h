@@ -27,7 +27,7 @@ class Module;
 enum class Mode {
   Default,
   ReduceOverhead,  // record the launches once, replay them (build_program's reduce_overhead)
-  MaxAutotune,     // not implemented yet: compile() raises kiln::Error
+  MaxAutotune,     // time the Vulkan matmul template's tile variants, keep the fastest (persisted)
 };
 
 enum class Dynamic {
@@ -47,7 +47,7 @@ struct CompileOptions {
   Dynamic dynamic = Dynamic::Auto;
   int recompile_limit = 8;  // cache entries per function, like torch.compile's recompile_limit
   OnLimit on_limit = OnLimit::Error;
-  std::string debug_dir;  // when set, each compile writes its final graph to debug_dir/graph_N.kir
+  std::string debug_dir;  // when set (or KILN_DEBUG=dir), each compile writes a trace bundle there
   std::string name;       // for messages; default "function compiled at <file>:<line>"
 };
 
