@@ -8,6 +8,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <memory>
+#include <optional>
 #include <span>
 #include <string>
 #include <vector>
@@ -102,6 +103,15 @@ class Stream {
   virtual std::vector<KernelTiming> timings() { return {}; }
 };
 
+// One launch of a hand-written kernel chosen for an op instead of its generic lowering.
+struct TemplateLaunch {
+  std::string name;
+  std::string source;                 // the whole program text, variant defines included
+  std::vector<int> args;              // op buffer slots (inputs, then outputs) bound in order
+  std::vector<uint8_t> push_constants;
+  std::array<uint32_t, 3> groups{1, 1, 1};
+};
+
 class Backend {
  public:
   virtual ~Backend() = default;
@@ -121,6 +131,10 @@ class Backend {
   // Waits until every op queued by execute() has finished, so work on another stream (a compiled
   // program) can read its results.
   virtual void synchronize() {}
+
+  // Optional: a tuned template for this op (shapes from `run`; buffers may be null), or nothing
+  // when the generic lowering should run. Compiled programs ask this too.
+  virtual std::optional<TemplateLaunch> plan_template(const OpRun&) { return std::nullopt; }
 
   // Optional: code generation backends.
   virtual std::unique_ptr<Program> compile(const ProgramSource& source);

@@ -20,15 +20,6 @@
 
 namespace kiln {
 
-// One launch of a hand-written kernel chosen for an op instead of its generic lowering.
-struct TemplateLaunch {
-  std::string name;
-  std::string source;                 // the whole program text, variant defines included
-  std::vector<int> args;              // op buffer slots (inputs, then outputs) bound in order
-  std::vector<uint8_t> push_constants;
-  std::array<uint32_t, 3> groups{1, 1, 1};
-};
-
 // Returns nothing when no template fits the op (dtype, shapes, size); the generic lowering runs.
 using TemplatePlanner = std::function<std::optional<TemplateLaunch>(const OpRun&, const DeviceCaps&)>;
 
@@ -55,6 +46,10 @@ class KernelRunner {
   void sync();
   size_t programs_compiled() const;
   KernelRunnerStats stats() const;
+  // The template the runner would use for this op, if any (for compiled programs).
+  std::optional<TemplateLaunch> plan_template(const OpRun& run) const {
+    return options_.templates ? options_.templates(run, caps_) : std::nullopt;
+  }
 
  private:
   struct Planned;  // a lowered op's launches with their programs, cached by op signature

@@ -109,6 +109,9 @@ class VulkanBackendImpl : public VulkanBackend {
   }
 
   void execute(const OpRun& run) override { runner_.run(run); }
+  std::optional<TemplateLaunch> plan_template(const OpRun& run) override {
+    return runner_.plan_template(run);
+  }
 
   std::unique_ptr<Program> compile(const ProgramSource& source) override {
     if (source.language != "glsl")

@@ -127,6 +127,12 @@ PlannedProgram::PlannedProgram(const Graph& graph, Device device, const ProgramO
       ks.steps.push_back(std::move(step));
     }
     for (int t : temps) ks.writes.push_back(t);
+    if (g.nodes.size() == 1 && (g.nodes[0]->kind == OpKind::MatMul || g.nodes[0]->kind == OpKind::Linear ||
+                                g.nodes[0]->kind == OpKind::Gemm)) {
+      ks.single_linalg = g.nodes[0];
+      for (const Value* v : g.nodes[0]->inputs) ks.node_inputs.push_back(number.at(v));
+      for (const Value* v : g.nodes[0]->outputs) ks.node_outputs.push_back(number.at(v));
+    }
     // In place: a one-store pointwise kernel may write over an intermediate it reads element-wise.
     if (ks.steps.size() == 1 && lowered.outputs.size() == 1 &&
         ks.steps[0].kernel.kernel.kind == kernel::KernelKind::Pointwise &&
@@ -177,6 +183,29 @@ const Program& PlannedProgram::program_for(const kernel::LoweredKernel& k, std::
   const Program& ref = *program;
   programs_.emplace(emitted.source, std::move(program));
   return ref;
+}
+
+// The backend's tuned template for a lone matmul/linear/gemm at these sizes (the same choice eager
+// execution makes), or nothing to keep the generic kernel.
+std::optional<PlannedProgram::LaunchPlan> PlannedProgram::template_launch(
+    const KernelSteps& ks, const std::map<std::string, int64_t>& bindings) {
+  std::vector<BufferView> ins, outs;
+  for (int v : ks.node_inputs)
+    ins.push_back({nullptr, values_[size_t(v)].type.dtype, concrete(values_[size_t(v)].type.shape, bindings)});
+  for (int v : ks.node_outputs)
+    outs.push_back({nullptr, values_[size_t(v)].type.dtype, concrete(values_[size_t(v)].type.shape, bindings)});
+  std::optional<TemplateLaunch> t =
+      backend_.plan_template(OpRun{ks.single_linalg->kind, ks.single_linalg->attrs, ins, outs});
+  if (!t) return std::nullopt;
+  auto it = programs_.find(t->source);
+  if (it == programs_.end())
+    it = programs_.emplace(t->source, backend_.compile({t->name, "glsl", t->source})).first;
+  LaunchPlan plan{it->second.get(), {}, std::move(t->push_constants), t->groups};
+  for (int slot : t->args) {
+    size_t i = size_t(slot);
+    plan.args.push_back(i < ks.node_inputs.size() ? ks.node_inputs[i] : ks.node_outputs.at(i - ks.node_inputs.size()));
+  }
+  return plan;
 }
 
 std::map<std::string, int64_t> PlannedProgram::bind(const std::vector<Tensor>& inputs) const {
@@ -258,13 +287,19 @@ void PlannedProgram::prepare(const std::map<std::string, int64_t>& bindings) {
     arenas_[a] = backend_.alloc(plan_.arena_bytes[a]);
   }
   launches_.clear();
-  for (const KernelSteps& ks : schedule_)
+  for (const KernelSteps& ks : schedule_) {
+    if (ks.single_linalg)
+      if (std::optional<LaunchPlan> t = template_launch(ks, bindings)) {
+        launches_.push_back(std::move(*t));
+        continue;
+      }
     for (const Step& s : ks.steps) {
       int64_t elements = s.kernel.elements(bindings);
       if (elements == 0) continue;
       launches_.push_back({s.program, s.args, push_bytes(s.kernel.param_values(bindings)),
                            kernel::launch_groups(elements, kernel::EmitOptions{}.workgroup_size)});
     }
+  }
   output_copies_.clear();
   input_copies_.clear();
   owned_inputs_.clear();

@@ -6,6 +6,7 @@
 #pragma once
 
 #include <map>
+#include <optional>
 #include <memory>
 #include <string>
 #include <vector>
@@ -56,6 +57,9 @@ class PlannedProgram : public DeviceProgram {
   };
   struct KernelSteps {
     std::vector<Step> steps;
+    // A group that is one matmul/linear/gemm node: the backend may run a tuned template for it.
+    const Node* single_linalg = nullptr;
+    std::vector<int> node_inputs, node_outputs;  // its operands' value numbers, in op order
     std::vector<int> reads, writes;  // value numbers
     int in_place_output = -1, in_place_input = -1;
   };
@@ -71,6 +75,8 @@ class PlannedProgram : public DeviceProgram {
   };
 
   const Program& program_for(const kernel::LoweredKernel& k, std::string* source = nullptr);
+  std::optional<LaunchPlan> template_launch(const KernelSteps& ks,
+                                            const std::map<std::string, int64_t>& bindings);
   std::map<std::string, int64_t> bind(const std::vector<Tensor>& inputs) const;
   void plan_for(const std::map<std::string, int64_t>& bindings);
   void prepare(const std::map<std::string, int64_t>& bindings);
