@@ -4,12 +4,14 @@
 #include <chrono>
 #include <cmath>
 #include <cstdio>
+#include <filesystem>
 #include <map>
 #include <string>
 #include <vector>
 
 #include "core/frontend/factories.h"
 #include "core/support/error.h"
+#include "core/trace/bundle.h"
 #include "tools/kiln/cli_util.h"
 #ifdef KILN_HAVE_ONNX
 #include "core/onnx/onnx_import.h"
@@ -21,12 +23,14 @@ namespace {
 
 const char* kHelp =
     "usage: kiln run MODEL.onnx [--backend cpu|vulkan|cuda|all] [--input name=file.pb ...]\n"
+    "                [--debug-dir DIR]\n"
     "\n"
     "Imports MODEL.onnx, runs it with the graph interpreter and prints every output's type and\n"
     "first values. Inputs come from TensorProto files (--input, repeatable); inputs not given\n"
     "are filled with seeded random values (floats in [0, 1), integers 0) when their shape is\n"
     "static. With several devices (--backend all) each output's max abs difference from the\n"
-    "first device (cpu) is printed too.\n";
+    "first device (cpu) is printed too. --debug-dir writes a trace bundle of the imported graph\n"
+    "(one kernel per node, each line of generated code tagged with its ONNX node) for kiln-debug.\n";
 
 #ifdef KILN_HAVE_ONNX
 std::string first_values(const Literal& lit, int64_t count) {
@@ -44,7 +48,7 @@ std::string first_values(const Literal& lit, int64_t count) {
 }  // namespace
 
 int cmd_run(const std::vector<std::string>& args) {
-  std::string backend = "cpu", model_path;
+  std::string backend = "cpu", model_path, debug_dir;
   std::vector<std::pair<std::string, std::string>> input_files;
   for (size_t i = 0; i < args.size(); ++i) {
     const std::string& a = args[i];
@@ -57,6 +61,8 @@ int cmd_run(const std::vector<std::string>& args) {
       return 0;
     } else if (a == "--backend") {
       backend = value();
+    } else if (a == "--debug-dir") {
+      debug_dir = value();
     } else if (a == "--input") {
       const std::string v = value();
       const size_t eq = v.find('=');
@@ -87,6 +93,12 @@ int cmd_run(const std::vector<std::string>& args) {
   std::printf("model %s: opset %lld, %zu nodes, %zu inputs, %zu weights%s\n", model_path.c_str(),
               (long long)model.opset, model.graph.num_nodes(), model.inputs.size(),
               model.captured.size(), model.producer.empty() ? "" : (", from " + model.producer).c_str());
+  if (!debug_dir.empty()) {
+    trace::MakeBundleOptions bundle_options;
+    bundle_options.name = std::filesystem::path(model_path).stem().string();
+    trace::write_bundle(debug_dir, trace::make_bundle(model.graph, bundle_options));
+    std::printf("debug bundle: %s (open it with kiln-debug %s)\n", debug_dir.c_str(), debug_dir.c_str());
+  }
   std::vector<Literal> inputs;
   for (const onnx::ModelIO& io : model.inputs) {
     auto it = options.input_values.find(io.name);

@@ -1,0 +1,15 @@
+# `kiln run MODEL --debug-dir DIR` writes a bundle that kiln-debug (when built) opens headless.
+set(dir ${WORK}/kiln-run-bundle)
+file(REMOVE_RECURSE ${dir})
+execute_process(COMMAND ${KILN} run ${MODEL} --debug-dir ${dir} RESULT_VARIABLE rc OUTPUT_VARIABLE out
+                ERROR_VARIABLE err)
+if(NOT rc EQUAL 0 OR NOT EXISTS ${dir}/bundle.json)
+  message(FATAL_ERROR "kiln run --debug-dir failed (${rc}):\n${out}\n${err}")
+endif()
+if(DEBUGGER AND EXISTS ${DEBUGGER})
+  execute_process(COMMAND ${DEBUGGER} --headless --frames 2 ${dir} RESULT_VARIABLE rc
+                  OUTPUT_VARIABLE out ERROR_VARIABLE err)
+  if(NOT rc EQUAL 0)
+    message(FATAL_ERROR "kiln-debug could not open the bundle (${rc}):\n${out}\n${err}")
+  endif()
+endif()
