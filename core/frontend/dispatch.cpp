@@ -56,9 +56,8 @@ std::vector<Tensor> run_eager(OpKind kind, const std::vector<Tensor>& inputs, co
     out_views.push_back({impl->buffer.get(), t.dtype, static_dims(t.shape)});
     outputs.emplace_back(std::move(impl));
   }
-  AttrMap full = complete_attrs(kind, attrs, where);
   try {
-    backend.execute(OpRun{kind, full, in_views, out_views});
+    backend.execute(OpRun{kind, attrs, in_views, out_views});
   } catch (const Error& e) {
     throw Error(op_error(kind, in_types, where, e.what()));
   }
@@ -84,8 +83,9 @@ std::vector<Tensor> run_op_at(OpKind kind, const std::vector<Tensor>& inputs, co
     in_types.push_back(inputs[i].type());
   }
   if (Tracer* tracer = tracer_of(inputs)) return tracer->record(kind, inputs, attrs, where);
-  std::vector<TensorType> out_types = infer_types(kind, in_types, attrs, where);
-  auto eager = [&] { return run_eager(kind, inputs, attrs, in_types, out_types, where); };
+  AttrMap full;  // attributes with defaults, completed once for the rule and the backend
+  std::vector<TensorType> out_types = infer_types(kind, in_types, attrs, where, &full);
+  auto eager = [&] { return run_eager(kind, inputs, full, in_types, out_types, where); };
   std::vector<Tensor> outputs =  // checked mode (core/runtime/checked.h): NaN/Inf, index range
       checked_mode() ? run_checked(kind, inputs, attrs, where, eager) : eager();
   if (t_observer) t_observer(kind, where, outputs);

@@ -26,9 +26,9 @@ Node* Graph::add_node(OpKind kind, const std::vector<Value*>& inputs, const Attr
   std::vector<TensorType> in_types;
   in_types.reserve(inputs.size());
   for (const Value* v : inputs) in_types.push_back(v->type);
-  std::vector<TensorType> out_types = infer_types(kind, in_types, attrs, provenance);
-  return add_node_typed(kind, inputs, complete_attrs(kind, attrs, provenance), out_types,
-                        provenance);
+  AttrMap full;
+  std::vector<TensorType> out_types = infer_types(kind, in_types, attrs, provenance, &full);
+  return add_node_typed(kind, inputs, full, out_types, provenance);
 }
 
 Node* Graph::add_node_typed(OpKind kind, const std::vector<Value*>& inputs, const AttrMap& attrs,

@@ -123,7 +123,8 @@ AttrMap complete_attrs(OpKind kind, const AttrMap& given, const Provenance& wher
 }
 
 std::vector<TensorType> infer_types(OpKind kind, const std::vector<TensorType>& inputs,
-                                    const AttrMap& attrs, const Provenance& where) {
+                                    const AttrMap& attrs, const Provenance& where,
+                                    AttrMap* completed) {
   const OpDef& def = op_def(kind);
   int n = int(inputs.size());
   if (n < def.min_inputs || (def.max_inputs >= 0 && n > def.max_inputs)) {
@@ -136,7 +137,9 @@ std::vector<TensorType> infer_types(OpKind kind, const std::vector<TensorType>& 
   }
   AttrMap full = complete_attrs(kind, attrs, where);
   InferContext ctx(kind, inputs, full, where);
-  return def.infer(ctx);
+  std::vector<TensorType> types = def.infer(ctx);
+  if (completed) *completed = std::move(full);
+  return types;
 }
 
 std::optional<Shape> broadcast_shapes(const Shape& a, const Shape& b) {

@@ -74,8 +74,11 @@ std::optional<OpKind> find_op(std::string_view name);
 AttrMap complete_attrs(OpKind kind, const AttrMap& given, const Provenance& where);
 // Checks arity, completes attrs and runs the shape rule. Every error is a kiln::Error that names the
 // op, the input types and `where`.
+// `completed`, when given, receives the attributes with defaults filled, so callers need not
+// complete them a second time.
 std::vector<TensorType> infer_types(OpKind kind, const std::vector<TensorType>& inputs,
-                                    const AttrMap& attrs, const Provenance& where);
+                                    const AttrMap& attrs, const Provenance& where,
+                                    AttrMap* completed = nullptr);
 
 // "op 'add' (f32[2,3], f32[4]) at demo.cpp:12 [scope]: <why>" — the one error format.
 std::string op_error(OpKind kind, const std::vector<TensorType>& inputs, const Provenance& where,
