@@ -145,6 +145,14 @@ std::vector<double> NodeContext::attr_floats(const std::string& name,
   return {a->floats().begin(), a->floats().end()};
 }
 
+std::vector<std::string> NodeContext::attr_strings(const std::string& name,
+                                                  std::vector<std::string> fallback) const {
+  const auto* a = find_attr(name);
+  if (!a) return fallback;
+  if (a->type() != kiln_onnx::AttributeProto::STRINGS) fail("attribute '" + name + "' must be strings");
+  return {a->strings().begin(), a->strings().end()};
+}
+
 Literal NodeContext::attr_tensor(const std::string& name) const {
   const auto* a = find_attr(name);
   if (!a || a->type() != kiln_onnx::AttributeProto::TENSOR)

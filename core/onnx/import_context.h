@@ -61,6 +61,8 @@ class NodeContext {
   std::string attr_string(const std::string& name, const std::string& fallback) const;
   std::vector<int64_t> attr_ints(const std::string& name, std::vector<int64_t> fallback = {}) const;
   std::vector<double> attr_floats(const std::string& name, std::vector<double> fallback = {}) const;
+  std::vector<std::string> attr_strings(const std::string& name,
+                                        std::vector<std::string> fallback = {}) const;
   Literal attr_tensor(const std::string& name) const;
   // Rejects attributes that the mapping ignores when they hold a non-default value.
   void require_attr_int(const std::string& name, int64_t expected) const;
@@ -97,6 +99,7 @@ void register_tensor_ops(OpTable& table);
 void register_composite_ops(OpTable& table);
 void register_resize_ops(OpTable& table);  // Resize, Upsample, Einsum, TopK
 void register_scatter_ops(OpTable& table);  // Scatter*, GatherND, Compress
+void register_rnn_ops(OpTable& table);      // RNN, GRU, LSTM (unrolled)
 
 // The value table of one import.
 class ImportContext {

@@ -22,6 +22,7 @@ const OpTable& op_table() {
     register_composite_ops(t);
     register_resize_ops(t);
     register_scatter_ops(t);
+    register_rnn_ops(t);
     return t;
   }();
   return table;

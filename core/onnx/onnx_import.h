@@ -22,6 +22,8 @@
 #include "core/frontend/tensor.h"
 #include "core/ir/attr.h"
 #include "core/ir/graph.h"
+#include "core/passes/pass.h"
+#include "core/runtime/program.h"
 #include "core/support/error.h"
 
 namespace kiln::onnx {
@@ -87,5 +89,45 @@ Literal tensor_to_literal(const Tensor& tensor);
 // Returns the outputs on the device.
 std::vector<Tensor> run_model(const ImportedModel& model, const std::vector<Tensor>& inputs,
                               Device device);
+
+// The model prepared for repeated eager runs on one device: weights and constants are uploaded
+// once, then each run() interprets the graph node by node (one op at a time, no fusion).
+class EagerModel {
+ public:
+  EagerModel(const ImportedModel& model, Device device);
+  std::vector<Tensor> run(const std::vector<Tensor>& inputs);
+  Device device() const { return device_; }
+
+ private:
+  Device device_;
+  size_t num_inputs_ = 0;
+  Graph graph_;                // constants replaced by inputs bound to `bound_`
+  std::vector<Tensor> bound_;  // on the device, bound after the model's inputs
+};
+
+// An imported model compiled for one device as kiln::compile compiles a traced function: the
+// standard pass pipeline, then fused kernels and a memory plan (build_program). The weights are
+// uploaded once; run() binds ImportedModel::inputs in order and returns the outputs on the device.
+class CompiledModel {
+ public:
+  CompiledModel(const ImportedModel& model, Device device, const ProgramOptions& options = {},
+                const PipelineOptions& pipeline = {});
+  std::vector<Tensor> run(const std::vector<Tensor>& inputs);
+  // The program's full argument list for `inputs`: them on the device, then the weights.
+  std::vector<Tensor> bind(const std::vector<Tensor>& inputs) const;
+
+  const Graph& graph() const { return graph_; }  // after the pass pipeline
+  const std::vector<PassRecord>& passes() const { return passes_; }
+  DeviceProgram& program() { return *program_; }
+  Device device() const { return device_; }
+
+ private:
+  Device device_;
+  size_t num_inputs_ = 0;
+  Graph graph_;
+  std::vector<PassRecord> passes_;
+  std::vector<Tensor> weights_;  // on the device, bound after the model's inputs
+  std::unique_ptr<DeviceProgram> program_;
+};
 
 }  // namespace kiln::onnx

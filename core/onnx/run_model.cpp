@@ -1,4 +1,5 @@
-// Host tensors <-> literals, and running an imported model on a device with the interpreter.
+// Host tensors <-> literals, and running an imported model on a device: interpreted (EagerModel)
+// or compiled (CompiledModel).
 #include <cstring>
 
 #include "core/frontend/factories.h"
@@ -29,27 +30,56 @@ Literal tensor_to_literal(const Tensor& tensor) {
   return lit;
 }
 
-std::vector<Tensor> run_model(const ImportedModel& model, const std::vector<Tensor>& inputs,
-                              Device device) {
-  if (inputs.size() != model.inputs.size())
-    throw Error("run_model: the model has " + std::to_string(model.inputs.size()) + " inputs, " +
-                std::to_string(inputs.size()) + " were given");
-  std::vector<Tensor> args;
-  for (const Tensor& t : inputs) args.push_back(t.to(device));
-  for (const Tensor& t : model.captured) args.push_back(t.to(device));
+EagerModel::EagerModel(const ImportedModel& model, Device device)
+    : device_(device), num_inputs_(model.inputs.size()), graph_(model.graph.clone()) {
+  for (const Tensor& t : model.captured) bound_.push_back(t.to(device));
   // The interpreter runs input-less nodes (constants) on cpu; bind them as device inputs instead.
-  bool has_constants = false;
-  for (const Node* n : model.graph.nodes()) has_constants = has_constants || n->kind == OpKind::Constant;
-  if (!has_constants) return interpret(model.graph, args);
-  Graph graph = model.graph.clone();
-  for (Node* n : graph.nodes()) {
+  for (Node* n : graph_.nodes()) {
     if (n->kind != OpKind::Constant) continue;
     Value* out = n->output();
-    args.push_back(literal_to_tensor(n->attrs.get_tensor("value"), device));
-    graph.replace_uses(out, graph.add_input(out->type, out->name));
+    bound_.push_back(literal_to_tensor(n->attrs.get_tensor("value"), device));
+    graph_.replace_uses(out, graph_.add_input(out->type, out->name));
   }
-  graph.remove_dead_nodes();
-  return interpret(graph, args);
+  graph_.remove_dead_nodes();
+}
+
+std::vector<Tensor> EagerModel::run(const std::vector<Tensor>& inputs) {
+  if (inputs.size() != num_inputs_)
+    throw Error("EagerModel::run: the model has " + std::to_string(num_inputs_) + " inputs, " +
+                std::to_string(inputs.size()) + " were given");
+  std::vector<Tensor> args;
+  for (const Tensor& t : inputs) args.push_back(t.to(device_));
+  args.insert(args.end(), bound_.begin(), bound_.end());
+  return interpret(graph_, args);
+}
+
+std::vector<Tensor> run_model(const ImportedModel& model, const std::vector<Tensor>& inputs,
+                              Device device) {
+  return EagerModel(model, device).run(inputs);
+}
+
+CompiledModel::CompiledModel(const ImportedModel& model, Device device, const ProgramOptions& options,
+                             const PipelineOptions& pipeline)
+    : device_(device), num_inputs_(model.inputs.size()), graph_(model.graph.clone()) {
+  passes_ = run_pipeline(graph_, standard_pipeline(), pipeline);
+  if (graph_.inputs().size() != model.inputs.size() + model.captured.size())
+    throw Error("onnx: internal error: the pass pipeline changed the model's inputs");
+  for (const Tensor& t : model.captured) weights_.push_back(t.to(device));
+  program_ = build_program(graph_, device, options);
+}
+
+std::vector<Tensor> CompiledModel::bind(const std::vector<Tensor>& inputs) const {
+  if (inputs.size() != num_inputs_)
+    throw Error("CompiledModel::run: the model has " + std::to_string(num_inputs_) + " inputs, " +
+                std::to_string(inputs.size()) + " were given");
+  std::vector<Tensor> args;
+  for (const Tensor& t : inputs) args.push_back(t.to(device_));
+  args.insert(args.end(), weights_.begin(), weights_.end());
+  return args;
+}
+
+std::vector<Tensor> CompiledModel::run(const std::vector<Tensor>& inputs) {
+  return program_->run(bind(inputs));
 }
 
 }  // namespace kiln::onnx

@@ -3,6 +3,8 @@
 // together, truncated files, missing external data, shape conflicts) raise kiln::Error.
 #include <gtest/gtest.h>
 
+#include <algorithm>
+#include <cmath>
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
@@ -488,6 +490,63 @@ TEST(OnnxImport, MatMulIntegerAndDequantizeSubtractZeroPointsExactly) {
   // (200 - 10) * 3 + (7 - 10) * 255 = 570 - 765 = -195; (200 - 10) * 0.5 = 95, (7 - 10) * 0.5 = -1.5.
   EXPECT_EQ(out.at(0).to_vector<int32_t>(), (std::vector<int32_t>{-195}));
   expect_near_all(out.at(1).to_vector<float>(), {95, -1.5f});
+}
+
+// The reverse direction visits t = 2, 1, 0 and Y keeps time order; clip bounds every
+// pre-activation. Oracle: the ONNX RNN recurrence evaluated here in double precision.
+TEST(OnnxImport, RnnReverseWithClipAndInitialStateMatchesTheRecurrence) {
+  ModelBuilder b(14);
+  b.input("x", {3, 1, 1});
+  b.init("W", {1, 1, 1}, {2});
+  b.init("R", {1, 1, 1}, {0.5f});
+  b.init("B", {1, 2}, {0.1f, 0.2f});
+  b.init("h0", {1, 1, 1}, {0.3f});
+  auto* n = b.node("RNN", "rnn", {"x", "W", "R", "B", "", "h0"}, {"y", "y_h"});
+  ModelBuilder::attr_int(n, "hidden_size", 1);
+  ModelBuilder::attr_string(n, "direction", "reverse");
+  auto* clip = n->add_attribute();
+  clip->set_name("clip");
+  clip->set_type(kiln_onnx::AttributeProto::FLOAT);
+  clip->set_f(1.0f);
+  b.output("y", {3, 1, 1, 1});
+  b.output("y_h", {1, 1, 1});
+  ImportedModel m = import_onnx(b.save(temp_dir("rnn_reverse")));
+  const std::vector<double> x = {0.4, -0.2, 0.9};
+  std::vector<float> want_y(3);
+  double h = 0.3;
+  for (int t = 2; t >= 0; --t) {
+    h = std::tanh(std::clamp(2 * x[size_t(t)] + 0.5 * h + 0.1 + 0.2, -1.0, 1.0));
+    want_y[size_t(t)] = float(h);
+  }
+  std::vector<Tensor> out =
+      run_model(m, {from_vector<float>({0.4f, -0.2f, 0.9f}, {3, 1, 1})}, Device::cpu());
+  ASSERT_EQ(out.size(), 2u);
+  expect_near_all(out[0].to_vector<float>(), want_y);
+  expect_near_all(out[1].to_vector<float>(), {want_y[0]});  // the reverse pass ends at t = 0
+}
+
+TEST(OnnxImport, RecurrentSequenceShorterThanTheInputIsUnsupported) {
+  ModelBuilder b(14);
+  b.input("x", {3, 2, 1});
+  b.init("W", {1, 4, 1}, {1, 1, 1, 1});
+  b.init("R", {1, 4, 1}, {1, 1, 1, 1});
+  P* lens = b.g->add_initializer();
+  lens->set_name("lens");
+  lens->set_data_type(P::INT32);
+  lens->add_dims(2);
+  lens->add_int32_data(3);
+  lens->add_int32_data(2);
+  auto* n = b.node("LSTM", "lstm", {"x", "W", "R", "", "lens"}, {"y"});
+  ModelBuilder::attr_int(n, "hidden_size", 1);
+  b.output("y");
+  try {
+    import_onnx(b.save(temp_dir("lstm_lens")));
+    FAIL() << "expected UnsupportedError";
+  } catch (const UnsupportedError& e) {
+    EXPECT_NE(std::string(e.what()).find("sequence_lens 2 shorter than the sequence (3)"),
+              std::string::npos)
+        << e.what();
+  }
 }
 
 }  // namespace

@@ -1,19 +1,22 @@
 // kiln test-onnx: runs ONNX backend-test cases (model.onnx + test_data_set_N/{input,output}_K.pb)
-// on each chosen device and compares with the expected outputs (floats: rtol 1e-3, atol 1e-4 as
-// the ONNX backend tests; integers and bools exactly).
+// on each chosen device, interpreted or compiled, and compares with the expected outputs (floats:
+// rtol 1e-3, atol 1e-4 as the ONNX backend tests; integers and bools exactly).
 #include <algorithm>
 #include <chrono>
 #include <cmath>
 #include <cstdio>
 #include <cstring>
 #include <filesystem>
+#include <functional>
 #include <map>
+#include <memory>
 #include <string>
 #include <vector>
 
 #include "core/support/error.h"
 #include "tools/kiln/cli_util.h"
 #ifdef KILN_HAVE_ONNX
+#include "backends/backend.h"
 #include "core/onnx/onnx_import.h"
 #endif
 
@@ -24,7 +27,8 @@ namespace fs = std::filesystem;
 namespace {
 
 const char* kHelp =
-    "usage: kiln test-onnx [--backend cpu|vulkan|cuda|all] [--rtol R] [--atol A] [--quiet] DIR...\n"
+    "usage: kiln test-onnx [--backend cpu|vulkan|cuda|all] [--compile] [--mode default|reduce-overhead]\n"
+    "                      [--reps N] [--rtol R] [--atol A] [--quiet] DIR...\n"
     "\n"
     "Runs every ONNX backend-test case under each DIR. A case is a directory holding model.onnx\n"
     "and test_data_set_N/input_K.pb, output_K.pb; DIR may be a case or a directory of cases.\n"
@@ -35,6 +39,11 @@ const char* kHelp =
     "and bools exactly. Inputs that decide shapes (Reshape's shape, ...) are fixed to the test's\n"
     "values at import, as kiln compiles for known shapes.\n"
     "  --backend   device(s) to run on (default cpu); `all` = cpu and every other device\n"
+    "  --compile   run each case compiled (standard pass pipeline, fused kernels, memory plan)\n"
+    "              instead of with the node-by-node interpreter\n"
+    "  --mode      with --compile: `default`, or `reduce-overhead` (record launches once, replay)\n"
+    "  --reps N    after a case passes, time N more runs of its first data set and print the\n"
+    "              median ms per run (and, compiled, the compile time)\n"
     "  --quiet     print only failures and the summary\n";
 
 std::vector<fs::path> numbered(const fs::path& dir, const std::string& prefix, const std::string& ext) {
@@ -127,7 +136,40 @@ std::string one_line(const std::string& s) {
   return out;
 }
 
-Outcome run_case(const fs::path& dir, Device device, const Tolerance& tol, std::string* reason) {
+// How each case runs: on which device, interpreted or compiled, and how many timed runs.
+struct RunConfig {
+  Device device = Device::cpu();
+  bool compile = false;
+  ProgramOptions program;
+  int reps = 0;
+};
+
+struct Timing {
+  double prepare_ms = -1;  // compile (or weight upload, eager) of the first data set
+  double run_ms = -1;      // median of RunConfig::reps runs; -1 when not timed
+};
+
+double elapsed_ms(std::chrono::steady_clock::time_point start) {
+  return std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count();
+}
+
+// The median time of `reps` runs, each waiting for the device so queued work is counted.
+double median_run_ms(int reps, Device device, const std::function<std::vector<Tensor>()>& run) {
+  std::vector<double> ms;
+  for (int i = 0; i < reps; ++i) {
+    const auto start = std::chrono::steady_clock::now();
+    std::vector<Tensor> out = run();
+    device.backend().synchronize();
+    ms.push_back(elapsed_ms(start));
+  }
+  std::sort(ms.begin(), ms.end());
+  const size_t n = ms.size();
+  return n % 2 ? ms[n / 2] : 0.5 * (ms[n / 2 - 1] + ms[n / 2]);
+}
+
+Outcome run_case(const fs::path& dir, const RunConfig& cfg, const Tolerance& tol, std::string* reason,
+                 Timing* timing) {
+  const Device device = cfg.device;
   const std::string model_path = (dir / "model.onnx").string();
   std::vector<fs::path> sets = numbered(dir, "test_data_set_", "");
   if (sets.empty()) {
@@ -177,7 +219,14 @@ Outcome run_case(const fs::path& dir, Device device, const Tolerance& tol, std::
         if (it == values.end()) throw Error("no test data for input '" + io.name + "'");
         inputs.push_back(onnx::literal_to_tensor(it->second, device));
       }
-      std::vector<Tensor> outputs = onnx::run_model(model, inputs, device);
+      const auto prepare_start = std::chrono::steady_clock::now();
+      std::unique_ptr<onnx::CompiledModel> compiled;
+      std::unique_ptr<onnx::EagerModel> eager;
+      if (cfg.compile) compiled = std::make_unique<onnx::CompiledModel>(model, device, cfg.program);
+      else eager = std::make_unique<onnx::EagerModel>(model, device);
+      if (timing->prepare_ms < 0) timing->prepare_ms = elapsed_ms(prepare_start);
+      auto run = [&] { return compiled ? compiled->run(inputs) : eager->run(inputs); };
+      std::vector<Tensor> outputs = run();
       if (outputs.size() != out_files.size())
         throw Error("the model gives " + std::to_string(outputs.size()) + " outputs, the test has " +
                     std::to_string(out_files.size()));
@@ -191,6 +240,7 @@ Outcome run_case(const fs::path& dir, Device device, const Tolerance& tol, std::
           return Outcome::Fail;
         }
       }
+      if (cfg.reps > 0 && timing->run_ms < 0) timing->run_ms = median_run_ms(cfg.reps, device, run);
     }
   } catch (const onnx::UnsupportedError& e) {  // e.g. an expected output of an unsupported type
     return unsupported_reason(std::string("test data: ") + e.what());
@@ -200,6 +250,14 @@ Outcome run_case(const fs::path& dir, Device device, const Tolerance& tol, std::
   }
   return Outcome::Pass;
 }
+
+std::string timing_text(const Timing& t, bool compiled) {
+  if (t.run_ms < 0) return "";
+  char buf[120];
+  std::snprintf(buf, sizeof buf, " (%.3f ms/run; %s %.0f ms)", t.run_ms,
+                compiled ? "compile" : "setup", t.prepare_ms);
+  return buf;
+}
 #endif
 
 }  // namespace
@@ -207,6 +265,9 @@ Outcome run_case(const fs::path& dir, Device device, const Tolerance& tol, std::
 int cmd_test_onnx(const std::vector<std::string>& args) {
   std::string backend = "cpu";
   bool quiet = false;
+  bool compile = false;
+  std::string mode;
+  int reps = 0;
   std::vector<std::string> dirs;
 #ifdef KILN_HAVE_ONNX
   Tolerance tol;
@@ -232,6 +293,14 @@ int cmd_test_onnx(const std::vector<std::string>& args) {
 #endif
     } else if (a == "--quiet") {
       quiet = true;
+    } else if (a == "--compile") {
+      compile = true;
+    } else if (a == "--mode") {
+      mode = value();
+    } else if (a.rfind("--mode=", 0) == 0) {
+      mode = a.substr(7);
+    } else if (a == "--reps") {
+      reps = std::stoi(value());
     } else if (!a.empty() && a[0] == '-') {
       std::fprintf(stderr, "kiln test-onnx: unknown option '%s'\n\n%s", a.c_str(), kHelp);
       return 2;
@@ -243,8 +312,21 @@ int cmd_test_onnx(const std::vector<std::string>& args) {
     std::fprintf(stderr, "kiln test-onnx: give at least one DIR\n\n%s", kHelp);
     return 2;
   }
+  if (!mode.empty() && mode != "default" && mode != "reduce-overhead") {
+    std::fprintf(stderr, "kiln test-onnx: --mode takes default or reduce-overhead, not '%s'\n",
+                 mode.c_str());
+    return 2;
+  }
+  if (!mode.empty() && !compile) {
+    std::fprintf(stderr, "kiln test-onnx: --mode applies to compiled runs; add --compile\n");
+    return 2;
+  }
+  if (reps < 0) {
+    std::fprintf(stderr, "kiln test-onnx: --reps must be >= 0\n");
+    return 2;
+  }
 #ifndef KILN_HAVE_ONNX
-  (void)quiet;
+  (void)quiet, (void)compile, (void)reps;
   throw Error("kiln was built without ONNX support; install libprotobuf-dev, protobuf-compiler "
               "and libonnx-dev, then reconfigure");
 #else
@@ -260,11 +342,19 @@ int cmd_test_onnx(const std::vector<std::string>& args) {
       const std::string name = dir.filename().string();
       progress.step(name);
       std::string reason;
-      const Outcome o = run_case(dir, device, tol, &reason);
+      RunConfig cfg;
+      cfg.device = device;
+      cfg.compile = compile;
+      cfg.program.reduce_overhead = mode == "reduce-overhead";
+      cfg.reps = reps;
+      Timing timing;
+      const Outcome o = run_case(dir, cfg, tol, &reason, &timing);
       progress.clear();
       if (o == Outcome::Pass) {
         ++p;
-        if (!quiet) std::printf("PASS %s%s\n", name.c_str(), suffix.c_str());
+        if (!quiet)
+          std::printf("PASS %s%s%s\n", name.c_str(), suffix.c_str(),
+                      timing_text(timing, compile).c_str());
       } else if (o == Outcome::Fail) {
         ++f;
         std::printf("FAIL %s%s: %s\n", name.c_str(), suffix.c_str(), reason.c_str());
