@@ -139,6 +139,9 @@ class Backend {
   // Optional: code generation backends.
   virtual std::unique_ptr<Program> compile(const ProgramSource& source);
   virtual std::unique_ptr<Stream> create_stream();
+  // Optional: what `source` compiles to, as text (SPIR-V assembly on Vulkan), for debug bundles;
+  // empty where the backend has no such listing.
+  virtual std::string disassemble(const ProgramSource&) { return {}; }
 };
 
 // The registry of devices this build can reach.

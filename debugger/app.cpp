@@ -80,7 +80,8 @@ bool contains_ci(const std::string& hay, const char* needle) {
 
 void App::frame() {
   place(0.00f, 0.00f, 0.38f, 0.62f); graph_view();
-  place(0.38f, 0.00f, 0.62f, 0.30f); kernels_view();
+  place(0.38f, 0.00f, 0.62f, 0.22f); kernels_view();
+  place(0.38f, 0.22f, 0.62f, 0.08f); timeline_view();
   place(0.38f, 0.30f, 0.31f, 0.32f); source_view();
   place(0.69f, 0.30f, 0.31f, 0.32f); code_view();
   place(0.00f, 0.62f, 0.38f, 0.38f); passes_view();

@@ -38,6 +38,7 @@ class App {
   void guards_view();
   void memory_view();
   void accuracy_view();
+  void timeline_view();
   const std::vector<std::string>& file_lines(const std::string& path);
   int kernel_of(int node_id) const;
 

@@ -47,7 +47,8 @@ void App::kernels_view() {
   ImGui::Begin("Kernels");
   double total_us = 0;
   for (const trace::BundleKernel& k : bundle_.kernels) total_us += k.time_us.value_or(0);
-  ImGui::Text("%zu kernels on %s; %.1f us timed", bundle_.kernels.size(), bundle_.device.c_str(), total_us);
+  ImGui::Text("%zu kernels on %s; %.1f us timed%s", bundle_.kernels.size(), bundle_.device.c_str(), total_us,
+              bundle_.kind == "program" ? "" : " (one kernel per node: not what a compiled program runs)");
   enum Column { Index, Name, Time, Bytes, GBps, GFlops, Ops, Lines };
   ImGuiTableFlags flags = ImGuiTableFlags_Sortable | ImGuiTableFlags_RowBg | ImGuiTableFlags_ScrollY |
                           ImGuiTableFlags_Resizable | ImGuiTableFlags_BordersInnerV;
@@ -216,8 +217,17 @@ void App::guards_view() {
 
 void App::accuracy_view() {
   ImGui::Begin("Accuracy");
-  if (ImGui::BeginTable("accuracy", 5, ImGuiTableFlags_RowBg | ImGuiTableFlags_ScrollY)) {
-    for (const char* h : {"kernel", "max abs", "max rel", "tolerance", "ok"}) ImGui::TableSetupColumn(h);
+  int first_bad = -1;
+  for (size_t i = 0; i < bundle_.accuracy.size() && first_bad < 0; ++i)
+    if (!bundle_.accuracy[i].passed) first_bad = int(i);
+  if (first_bad >= 0) {
+    const trace::AccuracyRow& r = bundle_.accuracy[size_t(first_bad)];
+    ImGui::TextColored(ImVec4(1, 0.4f, 0.4f, 1), "first kernel past tolerance: %d %s", r.kernel, r.name.c_str());
+    if (!r.worst.empty()) ImGui::TextWrapped("%s", r.worst.c_str());
+    for (const std::string& line : r.lines) ImGui::TextDisabled("  %s", line.c_str());
+  }
+  if (ImGui::BeginTable("accuracy", 6, ImGuiTableFlags_RowBg | ImGuiTableFlags_ScrollY)) {
+    for (const char* h : {"kernel", "max abs", "max rel", "tolerance", "ok", "worst"}) ImGui::TableSetupColumn(h);
     ImGui::TableHeadersRow();
     for (const trace::AccuracyRow& r : bundle_.accuracy) {
       ImGui::TableNextRow();
@@ -231,6 +241,7 @@ void App::accuracy_view() {
       ImGui::TableNextColumn(); ImGui::Text("%.3g", r.tolerance);
       ImGui::TableNextColumn();
       ImGui::TextColored(r.passed ? ImVec4(0.4f, 0.9f, 0.4f, 1) : ImVec4(1, 0.3f, 0.3f, 1), r.passed ? "ok" : "FAIL");
+      ImGui::TableNextColumn(); ImGui::TextUnformatted(r.worst.c_str());
     }
     ImGui::EndTable();
   }

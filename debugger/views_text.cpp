@@ -1,6 +1,7 @@
 // kiln-debug's text views: the user's source with the selected kernel's lines, the generated code with
 // each line's origin, and the IR before/after each pass.
 #include <algorithm>
+#include <cstdio>
 #include <fstream>
 #include <set>
 #include <sstream>
@@ -101,8 +102,10 @@ void App::code_view() {
       const trace::KernelSource& src = k.sources[s];
       std::string tab = src.dialect + " " + std::to_string(s);
       if (ImGui::BeginTabItem(tab.c_str())) {
-        ImGui::TextDisabled("%s, groups %u x %u x %u of %d", src.file.c_str(), src.groups[0], src.groups[1], src.groups[2],
-                            src.workgroup_size);
+        char time[32] = "";
+        if (src.time_us) std::snprintf(time, sizeof time, ", %.1f us", *src.time_us);
+        ImGui::TextDisabled("%s, groups %u x %u x %u of %d%s%s", src.file.c_str(), src.groups[0], src.groups[1],
+                            src.groups[2], src.workgroup_size, src.is_template ? " (the backend's template)" : "", time);
         std::vector<std::string> lines = split_lines(src.text);
         ImGui::BeginChild("code", ImVec2(0, 0), false, ImGuiWindowFlags_HorizontalScrollbar);
         int first_hit = -1;

@@ -5,6 +5,8 @@
 // outputs going through the program's own buffers.
 #pragma once
 
+#include <array>
+#include <functional>
 #include <map>
 #include <optional>
 #include <memory>
@@ -18,10 +20,41 @@
 
 namespace kiln {
 
+// A graph node a kernel computes, kept so checks can run a kernel's ops again on the cpu reference.
+struct PlannedNode {
+  int id = 0;
+  OpKind kind = OpKind::Constant;
+  AttrMap attrs;
+  Provenance provenance;
+  std::vector<int> inputs, outputs;  // graph value ids
+};
+
 struct PlannedKernel {
   std::string name;
   std::vector<int> origins;          // graph node ids its expressions compute (from the kernel IR)
   std::vector<std::string> sources;  // generated code, one per launch
+  std::vector<PlannedNode> nodes;    // its fusion group, in topological order
+  std::vector<int> reads, writes;    // graph value ids it loads / stores (scratch not included)
+};
+
+// One launch for the latest input shapes: the code that ran, for debug bundles and profiles.
+struct PlannedLaunch {
+  int kernel = -1;  // index into kernels()
+  std::string name;
+  std::string language;  // "glsl", "cuda"
+  std::string source;
+  std::vector<std::vector<int>> line_origins;  // per 0-based line: node ids; empty for a template
+  std::array<uint32_t, 3> groups{1, 1, 1};
+  int workgroup_size = 0;  // 0: set by the template's own source
+  bool is_template = false;  // the backend's tuned kernel replaced the generated one
+};
+
+// One kernel launch timed by the device; start_us adds up the launches before it (one queue runs
+// them back to back), so it is the launch's offset in the run, not a wall-clock timestamp.
+struct LaunchTiming {
+  int launch = 0;  // index into launches()
+  int kernel = -1;
+  double start_us = 0, time_us = 0;
 };
 
 class PlannedProgram : public DeviceProgram {
@@ -41,6 +74,19 @@ class PlannedProgram : public DeviceProgram {
   const std::vector<PlanValue>& plan_values() const { return plan_values_; }
   // Times the launches were recorded (reduce_overhead): once per distinct set of input shapes seen.
   int recordings() const { return recordings_; }
+  // Per plan_values() entry: the graph value id it holds, -1 for kernel scratch.
+  const std::vector<int>& plan_value_ids() const { return plan_value_ids_; }
+  Device device() const { return device_; }
+
+  // The launches for the latest input shapes (none before the first run), in order.
+  std::vector<PlannedLaunch> launches() const;
+  // One run (launched directly, not replayed) that also times every kernel launch on the device.
+  // `timings` is left empty when the device records no timestamps.
+  std::vector<Tensor> run_profiled(const std::vector<Tensor>& inputs, std::vector<LaunchTiming>& timings);
+  // Runs kernel `k` alone, reading `inputs` (graph value id -> tensor, any device; every id in
+  // kernels()[k].reads) instead of the program's buffers, at the latest input shapes (run() first).
+  // Returns kernels()[k].writes' values, on the program's device. For per-kernel accuracy checks.
+  std::map<int, Tensor> run_kernel(size_t k, const std::map<int, Tensor>& inputs);
 
  private:
   enum class Storage { Input, Constant, Arena, Output };
@@ -49,15 +95,18 @@ class PlannedProgram : public DeviceProgram {
     Storage storage = Storage::Arena;
     int index = -1;  // graph input / constant / plan value / graph output number
     std::string name;
+    int graph_id = -1;  // the graph value's id; -1 for kernel scratch
   };
   struct Step {
     kernel::LoweredKernel kernel;
     const Program* program = nullptr;
     std::vector<int> args;  // value numbers bound to the kernel's slots
+    // Per line of its code: origin node ids. Kept per step: kernels of equal text share one program.
+    std::vector<std::vector<int>> line_origins;
   };
   struct KernelSteps {
     std::vector<Step> steps;
-    // A group that is one matmul/linear/gemm node: the backend may run a tuned template for it.
+    // A group that is one matmul/linear/gemm/conv node: the backend may run a tuned template for it.
     const Node* single_linalg = nullptr;
     std::vector<int> node_inputs, node_outputs;  // its operands' value numbers, in op order
     std::vector<int> reads, writes;  // value numbers
@@ -68,13 +117,16 @@ class PlannedProgram : public DeviceProgram {
     std::vector<int> args;
     std::vector<uint8_t> push_constants;
     std::array<uint32_t, 3> groups;
+    int kernel = -1;  // schedule_ index; -1 for input/output copies
+    int step = -1;    // index into its KernelSteps::steps; -1 for a template
   };
   struct Binding {
     Buffer* buffer;
     size_t offset;
   };
 
-  const Program& program_for(const kernel::LoweredKernel& k, std::string* source = nullptr);
+  const Program& program_for(const kernel::LoweredKernel& k, std::string* source = nullptr,
+                             std::vector<std::vector<int>>* line_origins = nullptr);
   std::optional<LaunchPlan> template_launch(const KernelSteps& ks,
                                             const std::map<std::string, int64_t>& bindings);
   std::map<std::string, int64_t> bind(const std::vector<Tensor>& inputs) const;
@@ -84,6 +136,12 @@ class PlannedProgram : public DeviceProgram {
   size_t bytes_of(int value) const;
   Binding resolve(int value, const std::vector<Tensor>& inputs, const std::vector<std::shared_ptr<Buffer>>& outputs) const;
   void launch(const LaunchPlan& plan, const std::vector<Binding>& bindings);
+  // Checked mode (planned_checks.cpp): runs launches_ kernel by kernel, scanning each kernel's
+  // outputs and, for indexing kernels, its indices first.
+  void run_kernels_checked(const std::function<std::vector<Binding>(const std::vector<int>&)>& bind_args);
+  std::vector<int64_t> dims_of(const Shape& shape) const;  // at bindings_
+  std::map<int, Tensor> read_values(const std::vector<int>& value_numbers,
+                                    const std::function<Binding(int)>& where) const;
 
   Device device_;
   Backend& backend_;
@@ -97,11 +155,19 @@ class PlannedProgram : public DeviceProgram {
   std::vector<int> constant_nodes_;
   std::vector<std::unique_ptr<Buffer>> constants_;
   std::map<std::string, std::unique_ptr<Program>> programs_;  // by source text
+  struct ProgramInfo {
+    std::string name, language, source;
+    int workgroup_size = 0;
+    bool is_template = false;
+  };
+  std::map<const Program*, ProgramInfo> program_info_;  // what launches() reports
+  bool profiling_ = false;  // run(): launch directly even with reduce_overhead
 
   // For the current input shapes.
   bool prepared_ = false;
   std::map<std::string, int64_t> bindings_;
   std::vector<PlanValue> plan_values_;
+  std::vector<int> plan_value_ids_;
   MemoryPlan plan_;
   std::vector<std::unique_ptr<Buffer>> arenas_;
   std::vector<LaunchPlan> launches_;

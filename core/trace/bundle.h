@@ -17,7 +17,7 @@
 
 namespace kiln::trace {
 
-inline constexpr int kBundleVersion = 1;
+inline constexpr int kBundleVersion = 2;
 
 // The graph after one pass (or the pipeline's input, named "input").
 struct BundlePass {
@@ -63,6 +63,9 @@ struct KernelSource {
   std::array<uint32_t, 3> groups{1, 1, 1};
   int workgroup_size = 256;
   std::string file;  // relative to the bundle dir ("sources/kernel_3.glsl"); set by write_bundle
+  std::string program;  // the compiled program's name ("fused_mul_log", "matmul_tiled_64x64")
+  bool is_template = false;  // the backend's hand-written kernel ran instead of the generated one
+  std::optional<double> time_us;  // this launch's device time, when profiled
 
   bool operator==(const KernelSource&) const = default;
 };
@@ -113,12 +116,19 @@ struct AccuracyRow {
   int kernel = 0;
   double max_abs = 0, max_rel = 0, tolerance = 0;
   bool passed = true;
+  std::string name;   // the kernel's
+  std::string worst;  // "%7 f32[4] element 3: got 1.5, want 1.25"
+  int node = -1;      // the node whose output holds the worst element
+  std::vector<std::string> lines;  // generated lines computing that node
 
   bool operator==(const AccuracyRow&) const = default;
 };
 
 struct Bundle {
   int version = kBundleVersion;
+  // "program": the kernels a compiled program ran (fused, planned, timed); "per-node": every node
+  // lowered on its own (make_bundle, and programs that run the interpreter).
+  std::string kind = "per-node";
   std::string name;    // the compiled function
   std::string device;  // "vulkan (llvmpipe)", "cpu"
   std::vector<BundlePass> passes;

@@ -1,6 +1,7 @@
 // Bundle <-> DIR/bundle.json + DIR/sources/. Sources live in their own files so they open in any
-// editor and diff cleanly; the JSON names them. Unknown fields are ignored, so readers of version 1
-// accept additions.
+// editor and diff cleanly; the JSON names them. Unknown fields are ignored and missing ones take
+// their defaults, so version 1 bundles still read.
+#include <cmath>
 #include <filesystem>
 #include <fstream>
 #include <sstream>
@@ -43,6 +44,14 @@ std::optional<double> optional_from(const json& j, const char* key) {
   return it->get<double>();
 }
 
+// JSON has no infinity: an error too large to write (a NaN on one side only) is null.
+json error_json(double v) { return std::isfinite(v) ? json(v) : json(nullptr); }
+double error_from(const json& j, const char* key) {
+  auto it = j.find(key);
+  if (it == j.end()) return 0;
+  return it->is_null() ? INFINITY : it->get<double>();
+}
+
 std::string extension(const std::string& dialect) { return dialect == "cuda" ? "cu" : "glsl"; }
 
 void write_text(const fs::path& path, const std::string& text) {
@@ -62,6 +71,7 @@ std::string read_text(const fs::path& path) {
 json bundle_json(const Bundle& b, std::vector<std::pair<std::string, std::string>>& files) {
   json j;
   j["version"] = b.version;
+  j["kind"] = b.kind;
   j["name"] = b.name;
   j["device"] = b.device;
   json& passes = j["passes"] = json::array();
@@ -95,7 +105,8 @@ json bundle_json(const Bundle& b, std::vector<std::pair<std::string, std::string
       files.emplace_back(file, src.text);
       json js = {{"entry", src.entry}, {"dialect", src.dialect}, {"file", file},
                  {"line_origins", src.line_origins}, {"groups", src.groups},
-                 {"workgroup_size", src.workgroup_size}};
+                 {"workgroup_size", src.workgroup_size}, {"program", src.program},
+                 {"template", src.is_template}, {"time_us", optional_json(src.time_us)}};
       if (!src.spirv.empty()) {
         std::string spv = stem + (src.dialect == "cuda" ? ".ptx" : ".spvasm");
         files.emplace_back(spv, src.spirv);
@@ -122,8 +133,9 @@ json bundle_json(const Bundle& b, std::vector<std::pair<std::string, std::string
   }
   j["accuracy"] = json::array();
   for (const AccuracyRow& r : b.accuracy)
-    j["accuracy"].push_back({{"kernel", r.kernel}, {"max_abs", r.max_abs}, {"max_rel", r.max_rel},
-                             {"tolerance", r.tolerance}, {"passed", r.passed}});
+    j["accuracy"].push_back({{"kernel", r.kernel}, {"max_abs", error_json(r.max_abs)},
+                             {"max_rel", error_json(r.max_rel)}, {"tolerance", r.tolerance}, {"passed", r.passed}, {"name", r.name},
+                             {"worst", r.worst}, {"node", r.node}, {"lines", r.lines}});
   return j;
 }
 
@@ -133,6 +145,7 @@ Bundle bundle_from(const json& j, const fs::path& dir) {
   if (b.version > kBundleVersion)
     throw Error("bundle: " + dir.string() + " has schema version " + std::to_string(b.version) +
                 "; this kiln reads up to version " + std::to_string(kBundleVersion) + " (update kiln)");
+  b.kind = j.value("kind", "per-node");
   b.name = j.value("name", "");
   b.device = j.value("device", "");
   for (const json& p : j.value("passes", json::array()))
@@ -172,6 +185,9 @@ Bundle bundle_from(const json& j, const fs::path& dir) {
       s.line_origins = js.value("line_origins", std::vector<std::vector<int>>{});
       s.groups = js.value("groups", std::array<uint32_t, 3>{1, 1, 1});
       s.workgroup_size = js.value("workgroup_size", 256);
+      s.program = js.value("program", "");
+      s.is_template = js.value("template", false);
+      s.time_us = optional_from(js, "time_us");
       std::string spv = js.value("spirv_file", "");
       if (!spv.empty()) s.spirv = read_text(dir / spv);
       k.sources.push_back(std::move(s));
@@ -191,8 +207,10 @@ Bundle bundle_from(const json& j, const fs::path& dir) {
                             {"graph_breaks", &b.graph_breaks}})
     for (const json& n : j.value(key, json::array())) notes->push_back(note_from(n));
   for (const json& r : j.value("accuracy", json::array()))
-    b.accuracy.push_back({r.value("kernel", 0), r.value("max_abs", 0.0), r.value("max_rel", 0.0),
-                          r.value("tolerance", 0.0), r.value("passed", true)});
+    b.accuracy.push_back({r.value("kernel", 0), error_from(r, "max_abs"), error_from(r, "max_rel"),
+                          r.value("tolerance", 0.0), r.value("passed", true), r.value("name", ""),
+                          r.value("worst", ""), r.value("node", -1),
+                          r.value("lines", std::vector<std::string>{})});
   return b;
 }
 

@@ -1,8 +1,12 @@
-// Checked mode names the source line of the first NaN/Inf or bad index (cpu and Vulkan), and
-// accuracy bisection names the first node past tolerance, checked against planted errors.
+// Checked mode names the source line of the first NaN/Inf or bad index (cpu and Vulkan, eager and
+// compiled), and accuracy bisection names the first node (or compiled kernel) past tolerance,
+// checked against planted errors.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
+#include <cstdio>
+#include <map>
 #include <string>
 
 #include <kiln/kiln.h>
@@ -12,6 +16,7 @@
 #include "core/runtime/accuracy.h"
 #include "core/runtime/checked.h"
 #include "core/runtime/interpreter.h"
+#include "core/runtime/planned_program.h"
 #include "runtime/runtime_test_util.h"
 
 namespace kiln {
@@ -202,6 +207,136 @@ TEST(Accuracy, WrongInputCountIsAnError) {
     check_accuracy(m.tracer.graph(), {randn({4, 8})}, Device::cpu(), 1e-5, 1e-6);
   });
   EXPECT_NE(msg.find("2 inputs, 1 were given"), std::string::npos) << msg;
+}
+
+
+// --- Compiled programs -------------------------------------------------------------------------
+
+// A pointwise chain the compiler fuses into one kernel; log of a negative at kLogLine. With
+// x = {1, 8, 3}: 2x - 10 = {-8, 6, -4}, so elements 0 and 2 are NaN.
+Tensor log_chain(const Tensor& x) {
+  Tensor a = x * 2.0;
+  Tensor b = a - 10.0;
+  Tensor c = log(b);
+  return c + 1.0;
+}
+constexpr int kLogLine = __LINE__ - 3;
+
+void expect_compiled_log_nan_reported_at_its_line(Device device) {
+  auto f = compile(log_chain);
+  Tensor x = from_vector<float>({1.0f, 8.0f, 3.0f}, device);
+  {
+    // Off: the NaN flows through (and the function compiles once, before the checked call).
+    std::vector<float> y = f(x).to_vector<float>();
+    EXPECT_TRUE(std::isnan(y[0]));
+    EXPECT_FLOAT_EQ(y[1], std::log(6.0f) + 1.0f);
+  }
+  CheckedModeScope checked;
+  std::string msg = error_of([&] { f(x); });
+  EXPECT_NE(msg.find("checked mode"), std::string::npos) << msg;
+  EXPECT_NE(msg.find("'log'"), std::string::npos) << msg;
+  EXPECT_NE(msg.find("NaN at element 0"), std::string::npos) << msg;
+  EXPECT_NE(msg.find("first produced by: " + here(kLogLine)), std::string::npos) << msg;
+  EXPECT_EQ(f.stats().compiles, 1);
+}
+
+TEST(CheckedMode, CompiledFunctionNaNReportsItsLineOnCpu) {
+  expect_compiled_log_nan_reported_at_its_line(Device::cpu());
+}
+
+TEST(CheckedMode, CompiledFunctionNaNInsideAFusedKernelReportsItsLineOnVulkan) {
+  KILN_REQUIRE_VULKAN(vk);
+  auto f = compile(log_chain);
+  f(from_vector<float>({1.0f, 8.0f, 3.0f}, vk));
+  ASSERT_EQ(f.stats().program.kernels, 1) << "the chain should be one fused kernel";
+  expect_compiled_log_nan_reported_at_its_line(vk);
+  CheckedModeScope checked;
+  auto g = compile(log_chain);
+  std::string msg = error_of([&] { g(from_vector<float>({1.0f, 8.0f, 3.0f}, vk)); });
+  EXPECT_NE(msg.find("compiled kernel 0"), std::string::npos) << msg;
+  std::printf("%s\n", msg.c_str());
+}
+
+TEST(CheckedMode, CompiledFunctionOutOfRangeEmbeddingIndexReportedOnVulkan) {
+  KILN_REQUIRE_VULKAN(vk);
+  static int line = 0;
+  auto f = compile([](const Tensor& ids, const Tensor& weight) {
+    line = __LINE__ + 1;
+    return embedding(ids, weight) * 2.0;
+  });
+  Tensor weight = from_vector<float>({0, 1, 2, 3, 4, 5}, Dims{3, 2}, vk);
+  Tensor ids = from_vector<int64_t>({0, 2, 7, 1}, vk);  // 7 is past the 3 rows
+  f(from_vector<int64_t>({0, 2, 1, 1}, vk), weight);  // compiles with good indices
+  CheckedModeScope checked;
+  std::string msg = error_of([&] { f(ids, weight); });
+  EXPECT_NE(msg.find("index 7 at position 2"), std::string::npos) << msg;
+  EXPECT_NE(msg.find("size 3"), std::string::npos) << msg;
+  EXPECT_NE(msg.find("first produced by: " + here(line)), std::string::npos) << msg;
+}
+
+TEST(CheckedMode, CompiledMaskInfPassesAndFiniteResultsMatchEager) {
+  KILN_REQUIRE_VULKAN(vk);
+  CheckedModeScope checked;
+  // The kernel writes -inf (the scan sees it); its ops on the reference pass it on from the mask.
+  auto f = compile([](const Tensor& x, const Tensor& mask) { return (x + mask) * 2.0 + exp(x); });
+  Tensor x = from_vector<float>({0.0f, 1.0f, 2.0f}, vk);
+  Tensor mask = from_vector<float>({0.0f, -INFINITY, 0.0f}, vk);
+  std::vector<float> y = f(x, mask).to_vector<float>();
+  EXPECT_NEAR(y[0], 1.0f, 1e-6f);  // oracle by hand: 2 (x + m) + e^x
+  EXPECT_EQ(y[1], -INFINITY);
+  EXPECT_NEAR(y[2], 4.0f + std::exp(2.0f), 1e-4f);
+}
+
+TEST(Accuracy, PerKernelVulkanIsWithinToleranceOneRowPerKernel) {
+  KILN_REQUIRE_VULKAN(vk);
+  SmallModel m;
+  KernelAccuracyReport r = check_kernel_accuracy(
+      m.tracer.graph(), {randn({4, 8}, Device::cpu(), 1), randn({8, 3}, Device::cpu(), 2)}, vk, 1e-4, 1e-5);
+  EXPECT_TRUE(r.ok()) << r.str();
+  PlannedProgram program(m.tracer.graph(), vk);
+  EXPECT_EQ(r.kernels.size(), program.kernels().size());
+  // The fused kernel (mul, add, sigmoid) is one row: fewer rows than computing nodes.
+  EXPECT_LT(r.kernels.size(), 4u) << r.str();
+  std::printf("%s", r.str().c_str());
+}
+
+TEST(Accuracy, PerturbedCompiledKernelIsNamedWithItsLinesAndLaterKernelsStayClean) {
+  KILN_REQUIRE_VULKAN(vk);
+  SmallModel m;
+  int sigmoid_id = -1;
+  for (const Node* n : m.tracer.graph().nodes())
+    if (n->kind == OpKind::Sigmoid) sigmoid_id = n->id;
+  KernelAccuracyTap plant = [&](size_t, const PlannedKernel& k, std::map<int, Tensor>& outs) {
+    if (std::find(k.origins.begin(), k.origins.end(), sigmoid_id) == k.origins.end()) return;
+    for (auto& [id, t] : outs) {
+      std::vector<float> v = t.to_vector<float>();
+      for (float& f : v) f += 0.01f;
+      t = from_vector<float>(v, Dims(t.sizes()), vk);
+    }
+  };
+  KernelAccuracyReport r = check_kernel_accuracy(
+      m.tracer.graph(), {randn({4, 8}, Device::cpu(), 1), randn({8, 3}, Device::cpu(), 2)}, vk, 1e-4, 1e-5,
+      plant);
+  ASSERT_FALSE(r.ok()) << r.str();
+  const KernelAccuracy& bad = *r.first_bad_kernel();
+  EXPECT_NE(std::find(bad.origins.begin(), bad.origins.end(), sigmoid_id), bad.origins.end());
+  EXPECT_NEAR(bad.max_abs_error, 0.01, 1e-4);
+  EXPECT_EQ(bad.worst_node, sigmoid_id);
+  ASSERT_FALSE(bad.provenance.empty());
+  EXPECT_EQ(bad.provenance.origins[0].line, m.sigmoid_line);
+  ASSERT_FALSE(bad.source_lines.empty()) << r.str();
+  EXPECT_NE(bad.source_lines[0].find("line "), std::string::npos) << bad.source_lines[0];
+  EXPECT_NE(r.str().find(here(m.sigmoid_line)), std::string::npos) << r.str();
+  for (const KernelAccuracy& k : r.kernels)
+    if (&k != &bad) EXPECT_TRUE(k.within_tolerance) << k.name << " " << k.worst;
+}
+
+TEST(Accuracy, PerKernelOnCpuPointsAtThePerNodeCheck) {
+  SmallModel m;
+  std::string msg = error_of([&] {
+    check_kernel_accuracy(m.tracer.graph(), {randn({4, 8}), randn({8, 3})}, Device::cpu(), 1e-5, 1e-6);
+  });
+  EXPECT_NE(msg.find("use check_accuracy"), std::string::npos) << msg;
 }
 
 }  // namespace

@@ -2,6 +2,7 @@
 // traced nn model, the graph layout's invariants, and the Chrome trace / DOT exports.
 #include <gtest/gtest.h>
 
+#include <cmath>
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
@@ -47,6 +48,7 @@ std::string slurp(const fs::path& p) {
 // Every field set, so the round trip exercises the whole schema.
 Bundle hand_made_bundle() {
   Bundle b;
+  b.kind = "program";
   b.name = "block";
   b.device = "vulkan (llvmpipe)";
   b.passes = {{"input", "graph @g() {\n}\n", 0, {}}, {"cse", "graph @g() {\n}\n", 0.0012, {{"nodes_removed", 3}}}};
@@ -70,9 +72,13 @@ Bundle hand_made_bundle() {
   src.spirv = "; SPIR-V\nOpCapability Shader\n";
   src.groups = {4, 2, 1};
   src.workgroup_size = 128;
+  src.program = "relu_f32_r2";
+  src.time_us = 0.25;
   k.sources = {src, src};
   k.sources[1].dialect = "cuda";
   k.sources[1].spirv = "// ptx\n";
+  k.sources[1].is_template = true;
+  k.sources[1].time_us = std::nullopt;
   k.bytes_read = 64;
   k.bytes_written = 64;
   k.flops = 16;
@@ -83,7 +89,9 @@ Bundle hand_made_bundle() {
   b.guards = {{"s0 > 10 was false", "/src/model.cpp", 13}};
   b.recompiles = {{"arg 0 dim 0: size was 2, now 3", "", 0}};
   b.graph_breaks = {{"item() on a traced tensor", "/src/model.cpp", 20}};
-  b.accuracy = {{0, 1e-7, 2.5e-6, 1e-4, true}};
+  b.accuracy = {{0, 1e-7, 2.5e-6, 1e-4, true, "relu_f32_r2", "", 5, {}},
+                {1, 0.5, INFINITY, 1e-4, false, "unt", "%1 f32[8,4] element 3: got nan, want 0", 6,
+                 {"launch 0 line 2: b1[gid] = max(v0, 0.0);"}}};
   return b;
 }
 
@@ -109,14 +117,38 @@ TEST(TraceBundle, RoundTripKeepsEveryField) {
   fs::remove_all(dir);
 }
 
-TEST(TraceBundle, JsonCarriesSchemaVersionOne) {
+TEST(TraceBundle, JsonCarriesSchemaVersionTwo) {
   fs::path dir = fresh_dir("version");
   trace::write_bundle(dir.string(), hand_made_bundle());
   nlohmann::json j = nlohmann::json::parse(slurp(dir / "bundle.json"));
-  EXPECT_EQ(j.at("version"), 1);
-  EXPECT_EQ(trace::kBundleVersion, 1);
+  EXPECT_EQ(j.at("version"), 2);
+  EXPECT_EQ(trace::kBundleVersion, 2);
+  EXPECT_EQ(j.at("kind"), "program");
   for (const char* key : {"passes", "graph", "kernels", "memory", "guards", "recompiles", "graph_breaks", "accuracy"})
     EXPECT_TRUE(j.contains(key)) << key;
+  // JSON has no infinity: an infinite error is written as null and read back as infinity.
+  EXPECT_TRUE(j.at("accuracy")[1].at("max_rel").is_null());
+  fs::remove_all(dir);
+}
+
+TEST(TraceBundle, VersionOneBundleStillReads) {
+  fs::path dir = fresh_dir("v1");
+  trace::write_bundle(dir.string(), hand_made_bundle());
+  nlohmann::json j = nlohmann::json::parse(slurp(dir / "bundle.json"));
+  j["version"] = 1;
+  j.erase("kind");
+  for (auto& k : j["kernels"])
+    for (auto& src : k["sources"]) {
+      src.erase("program");
+      src.erase("template");
+      src.erase("time_us");
+    }
+  std::ofstream(dir / "bundle.json") << j.dump();
+  Bundle read = trace::read_bundle(dir.string());
+  EXPECT_EQ(read.version, 1);
+  EXPECT_EQ(read.kind, "per-node");
+  EXPECT_FALSE(read.kernels[0].sources[0].time_us.has_value());
+  EXPECT_EQ(read.kernels[0].sources[0].text, hand_made_bundle().kernels[0].sources[0].text);
   fs::remove_all(dir);
 }
 
@@ -124,13 +156,13 @@ TEST(TraceBundle, ReaderRejectsNewerVersionMissingVersionAndBadJson) {
   fs::path dir = fresh_dir("reject");
   trace::write_bundle(dir.string(), hand_made_bundle());
   nlohmann::json j = nlohmann::json::parse(slurp(dir / "bundle.json"));
-  j["version"] = 2;
+  j["version"] = 3;
   std::ofstream(dir / "bundle.json") << j.dump();
   try {
     trace::read_bundle(dir.string());
-    FAIL() << "a version 2 bundle was accepted";
+    FAIL() << "a version 3 bundle was accepted";
   } catch (const Error& e) {
-    EXPECT_NE(std::string(e.what()).find("schema version 2"), std::string::npos) << e.what();
+    EXPECT_NE(std::string(e.what()).find("schema version 3"), std::string::npos) << e.what();
   }
   j.erase("version");
   std::ofstream(dir / "bundle.json") << j.dump();
