@@ -1,9 +1,12 @@
-// lower_group: per-node lowerings rebuilt into one kernel. Pointwise members share the group's
-// iteration space, so a load of a member at the linear index is that member's expression; a fused
-// reduction loads its input at an arbitrary offset, so the producers' index leaves are re-derived
-// from that offset.
+// lower_group: per-node lowerings rebuilt into one kernel. Every member's expression is kept in
+// its own iteration space (its output shape): a member read at the linear index of an equal space
+// is substituted as is; a member read anywhere else (a view's index map, a broadcast, a reduction's
+// loop) has its coordinate leaves re-derived from the offset it is read at. An anchor (reduction,
+// matmul, conv) supplies the kernel's loop; its result, which needs the accumulator, is only read
+// by epilogue members at their own element.
 #include "core/kernel/lower_group.h"
 
+#include <algorithm>
 #include <functional>
 #include <map>
 #include <set>
@@ -28,6 +31,29 @@ std::string group_name(const std::vector<const Node*>& nodes, const TensorType& 
 
 bool is_linear_index(const ExprRef& e) { return e->kind == ExprKind::Coord && e->index == -1; }
 
+bool same_shape(const Shape& a, const Shape& b) {
+  if (a.size() != b.size()) return false;
+  for (size_t i = 0; i < a.size(); ++i)
+    if (!a[i].same_as(b[i])) return false;
+  return true;
+}
+
+// e's origins plus `more`, sorted and unique; e itself when nothing is added.
+ExprRef add_origins(const ExprRef& e, const std::vector<int>& more) {
+  std::set<int> all(e->origins.begin(), e->origins.end());
+  size_t before = all.size();
+  all.insert(more.begin(), more.end());
+  if (all.size() == before) return e;
+  return with_origins(e, std::vector<int>(all.begin(), all.end()));
+}
+
+// Members already rebuilt: their expression over their own space.
+struct Member {
+  ExprRef value;
+  Shape space;
+  bool accumulates = false;  // the anchor's result: reads the accumulator, valid at its own element only
+};
+
 // Rebuilds expressions of per-node kernels inside one KernelBuilder.
 class Composer {
  public:
@@ -49,10 +75,10 @@ class Composer {
     return slots_[v] = b_.add_buffer(v->type.dtype, false);
   }
 
-  // e from `source` (one node's kernel), with slot s reading `slot_values[s]`. Members in
-  // `computed` are substituted; a member read at anything but the linear index needs `rebase`.
+  // e from `source` (one node's kernel over `space`), with slot s reading `slot_values[s]`.
+  // Loads of members are replaced by the members' expressions.
   ExprRef translate(const ExprRef& e, const LoweredKernel& source, const std::vector<const Value*>& slot_values,
-                    const std::map<const Value*, ExprRef>& computed, const std::map<const Value*, Shape>& spaces) {
+                    const std::map<const Value*, Member>& members, const Shape& space) {
     auto it = memo_.find(e.get());
     if (it != memo_.end()) return it->second;
     ExprRef out;
@@ -62,20 +88,30 @@ class Composer {
         break;
       case ExprKind::Load: {
         const Value* v = slot_values.at(size_t(e->index));
-        ExprRef offset = translate(e->args[0], source, slot_values, computed, spaces);
-        auto member = computed.find(v);
-        if (member == computed.end()) {
+        ExprRef offset = translate(e->args[0], source, slot_values, members, space);
+        auto member = members.find(v);
+        if (member == members.end()) {
           out = load(external_slot(v), e->type, offset);
-        } else if (is_linear_index(e->args[0])) {
-          out = member->second;
+          if (!e->origins.empty()) out = with_origins(out, e->origins);
         } else {
-          out = rebase(member->second, offset, spaces.at(v));
+          const Member& m = member->second;
+          if (is_linear_index(e->args[0]) && same_shape(m.space, space)) {
+            out = m.value;
+          } else if (m.accumulates) {
+            throw Error("the anchor's result %" + std::to_string(v->id) +
+                        " is read at another element than its own; only pointwise consumers of its "
+                        "shape fuse into its epilogue");
+          } else {
+            out = rebase(m.value, offset, m.space);
+          }
+          // A view's kernel is just this load: its origin lives on the load node.
+          out = add_origins(out, e->origins);
         }
         break;
       }
       case ExprKind::Op: {
         Expr copy = *e;
-        for (ExprRef& a : copy.args) a = translate(a, source, slot_values, computed, spaces);
+        for (ExprRef& a : copy.args) a = translate(a, source, slot_values, members, space);
         out = std::make_shared<const Expr>(std::move(copy));
         break;
       }
@@ -86,9 +122,6 @@ class Composer {
     return out;
   }
 
-  const std::vector<const Value*>& inputs() const { return inputs_; }
-
- private:
   // `e` computed over `space` (its Coord leaves index that space) evaluated at row-major `offset`.
   ExprRef rebase(const ExprRef& e, const ExprRef& offset, const Shape& space) {
     std::map<const Expr*, ExprRef> memo;
@@ -115,12 +148,43 @@ class Composer {
     return walk(e);
   }
 
+  const std::vector<const Value*>& inputs() const { return inputs_; }
+
+ private:
   KernelBuilder& b_;
   std::map<std::string, ExprRef> params_;
   std::map<const Value*, int> slots_;
   std::vector<const Value*> inputs_;
   std::map<const Expr*, ExprRef> memo_;  // source expressions stay alive for the whole lowering
 };
+
+bool is_pointwise(const Node* n) {
+  OpFamily f = op_def(n->kind).family;
+  return (f == OpFamily::Unary || f == OpFamily::Binary) && n->outputs.size() == 1;
+}
+
+bool is_view(const Node* n) {
+  switch (n->kind) {
+    case OpKind::Reshape: case OpKind::Permute: case OpKind::Expand: case OpKind::Slice:
+      return n->inputs.size() == 1 && n->outputs.size() == 1;
+    default:
+      return false;
+  }
+}
+
+bool is_reduction(const Node* n) {
+  switch (n->kind) {
+    case OpKind::Sum: case OpKind::Mean: case OpKind::ReduceMax: case OpKind::ReduceMin: case OpKind::Prod:
+      return true;
+    default:
+      return false;
+  }
+}
+
+bool is_anchor(const Node* n) {
+  OpFamily f = op_def(n->kind).family;
+  return n->outputs.size() == 1 && (is_reduction(n) || f == OpFamily::Linalg || f == OpFamily::Conv);
+}
 
 std::vector<TensorType> types_of(const std::vector<Value*>& values) {
   std::vector<TensorType> out;
@@ -157,62 +221,87 @@ LoweredGroup lower_group(const std::vector<const Node*>& nodes, const std::vecto
     return group;
   }
 
-  const Node* last = nodes.back();
-  bool reduce = op_def(last->kind).family == OpFamily::Reduce;
-  const Shape& space = reduce ? last->inputs[0]->type.shape : last->output()->type.shape;
-  const TensorType& out_type = last->output()->type;
-  KernelBuilder b(group_name(nodes, out_type), reduce ? KernelKind::Reduce : KernelKind::Pointwise,
-                  out_type.shape);
-  Composer composer(b, out_type.shape);
-  std::vector<LoweredOp> lowered;  // kept alive: the composer memoizes by expression address
-  std::map<const Value*, ExprRef> computed;
-  std::map<const Value*, Shape> spaces;
-  auto fail = [&](const std::string& why) {
-    return Error("lower_group " + ops_text(nodes) + ": " + why);
+  auto fail = [&](const std::string& why) { return Error("lower_group " + ops_text(nodes) + ": " + why); };
+  auto node_text = [](const Node* n) {
+    return "node %" + std::to_string(n->id) + " (" + std::string(op_name(n->kind)) + ")";
   };
+  // The form fusion.h builds: [pointwise and views] [anchor [pointwise epilogue]].
+  size_t anchor = nodes.size();
+  for (size_t i = 0; i < nodes.size(); ++i) {
+    const Node* n = nodes[i];
+    if (is_pointwise(n)) continue;
+    if (is_view(n)) {
+      if (anchor < nodes.size())
+        throw fail(node_text(n) + " is a view after the group's anchor; only pointwise consumers fuse "
+                   "into an epilogue");
+      continue;
+    }
+    if (!is_anchor(n) || anchor < nodes.size())
+      throw fail(node_text(n) + " is not pointwise; only pointwise chains with views, a reduction of "
+                 "them, and pointwise consumers of one reduction/matmul/conv fuse");
+    if (i > 0 && !is_reduction(n))
+      throw fail(node_text(n) + " is not pointwise and does not fuse the nodes before it; only a "
+                 "sum/mean/max/min/prod reduction does");
+    anchor = i;
+  }
+  const bool anchored = anchor < nodes.size();
+  const Node* last = nodes.back();
+  const Shape& space = last->output()->type.shape;
+  const TensorType& out_type = last->output()->type;
+  KernelBuilder b(group_name(nodes, out_type), anchored ? KernelKind::Reduce : KernelKind::Pointwise, space);
+  Composer composer(b, space);
+  std::vector<LoweredOp> lowered;  // kept alive: the composer memoizes by expression address
+  std::map<const Value*, Member> members;
 
   for (size_t i = 0; i < nodes.size(); ++i) {
     const Node* n = nodes[i];
-    bool is_reduction = reduce && i + 1 == nodes.size();
-    if (!is_reduction && op_def(n->kind).family != OpFamily::Unary && op_def(n->kind).family != OpFamily::Binary)
-      throw fail("node %" + std::to_string(n->id) + " (" + std::string(op_name(n->kind)) +
-                 ") is not pointwise; only pointwise chains and a final reduction fuse");
-  }
-  for (size_t i = 0; i < nodes.size(); ++i) {
-    const Node* n = nodes[i];
-    bool is_reduction = reduce && i + 1 == nodes.size();
     lowered.push_back(lower_node(n));
     const LoweredOp& lo = lowered.back();
     if (lo.steps.size() != 1 || !lo.temps.empty() || lo.steps[0].kernel.kernel.stores.size() != 1)
       throw fail(std::string(op_name(n->kind)) + " lowers to more than one kernel");
     const LoweredKernel& k = lo.steps[0].kernel;
     std::vector<const Value*> slots = slot_values(n, lo.steps[0]);
-    if (!is_reduction) {
-      if (!(k.kernel.kind == KernelKind::Pointwise)) throw fail("expected a pointwise kernel");
-      for (size_t d = 0; d < space.size(); ++d)
-        if (n->output()->type.shape.size() != space.size() || !n->output()->type.shape[d].same_as(space[d]))
-          throw fail("member shapes differ: " + n->output()->type.str() + " vs " + shape_str(space));
-      computed[n->output()] = composer.translate(k.kernel.stores[0].value, k, slots, computed, spaces);
-      spaces[n->output()] = space;
-      continue;
+    const Shape& own = n->output()->type.shape;
+    try {
+      if (i != anchor) {
+        if (k.kernel.kind != KernelKind::Pointwise) throw fail("expected a pointwise kernel for " + node_text(n));
+        if (anchored && i > anchor && !same_shape(own, space))
+          throw fail("epilogue member shapes differ: " + n->output()->type.str() + " vs " + shape_str(space));
+        members[n->output()] = {composer.translate(k.kernel.stores[0].value, k, slots, members, own), own, false};
+        continue;
+      }
+      if (k.kernel.kind != KernelKind::Reduce) throw fail("expected a reduce kernel for " + node_text(n));
+      Kernel& fused = b.kernel();
+      fused.combiner = k.kernel.combiner;
+      fused.accumulator_type = k.kernel.accumulator_type;
+      fused.extent = composer.translate(k.kernel.extent, k, slots, members, own);
+      fused.body = composer.translate(k.kernel.body, k, slots, members, own);
+      members[n->output()] = {composer.translate(k.kernel.stores[0].value, k, slots, members, own), own, true};
+    } catch (const Error& e) {
+      std::string what = e.what();
+      if (what.rfind("lower_group ", 0) == 0) throw;
+      throw fail(what);
     }
-    if (k.kernel.kind != KernelKind::Reduce) throw fail("expected a reduce kernel");
-    Kernel& fused = b.kernel();
-    fused.combiner = k.kernel.combiner;
-    fused.accumulator_type = k.kernel.accumulator_type;
-    fused.extent = composer.translate(k.kernel.extent, k, slots, computed, spaces);
-    fused.body = composer.translate(k.kernel.body, k, slots, computed, spaces);
-    computed[n->output()] = composer.translate(k.kernel.stores[0].value, k, slots, computed, spaces);
   }
 
   group.inputs = composer.inputs();
   for (const Value* v : outputs) {
-    auto it = computed.find(v);
-    if (it == computed.end()) throw fail("output %" + std::to_string(v->id) + " is not computed by the group");
-    if (reduce && v != last->output())
+    auto it = members.find(v);
+    if (it == members.end()) throw fail("output %" + std::to_string(v->id) + " is not computed by the group");
+    const Member& m = it->second;
+    if (anchored && v->producer && std::find(nodes.begin(), nodes.begin() + long(anchor), v->producer) !=
+                                       nodes.begin() + long(anchor))
       throw fail("a fused reduction cannot also store its producers' values");
+    ExprRef value = m.value;
+    if (!same_shape(m.space, space)) {
+      // Same element count: element i of v is v's expression at its own row-major index i.
+      if (!numel(m.space).same_as(numel(space)))
+        throw fail("output %" + std::to_string(v->id) + " " + v->type.str() + " has another element count than "
+                   "the kernel's space " + shape_str(space));
+      value = composer.rebase(value, linear_index(), m.space);
+    }
     int slot = b.add_buffer(v->type.dtype, true);
-    b.kernel().stores.push_back({slot, it->second});
+    b.kernel().stores.push_back({slot, value});
     group.outputs.push_back(v);
   }
   LoweredOp::Step step{b.finish(), {}};

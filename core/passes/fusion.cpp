@@ -1,6 +1,10 @@
-// Greedy fusion over the graph's topological order: a pointwise node joins the open pointwise group
-// when it has the group's shape; groups stay contiguous in that order, so fusing never creates a
-// cycle. Constants have no inputs and are uploaded once, so they never close a group.
+// Greedy fusion over the graph's topological order. One group is open at a time: a node joins it
+// when the lowering can compute it inside the group's kernel (same iteration shape, an index-map
+// view of a member, a reduction of the members, or a pointwise consumer of the group's anchor).
+// A node that cannot join and reads nothing of the open group (a constant, a view or data movement
+// of other values) is scheduled before the open group, which stays open: a bias reshape between a
+// matmul and its bias add does not split them. Every group still comes after its inputs'
+// producers, so fusing never creates a cycle.
 #include "core/passes/fusion.h"
 
 #include <algorithm>
@@ -26,6 +30,13 @@ bool is_fusible_reduction(const Node& node) {
   }
 }
 
+FusionKind kind_alone(const Node& n) {
+  if (n.kind == OpKind::Constant) return FusionKind::Constant;
+  if (is_fusible_pointwise(n)) return FusionKind::Pointwise;
+  if (is_fusible_reduction(n)) return FusionKind::Reduce;
+  return FusionKind::Single;
+}
+
 }  // namespace
 
 std::vector<int> FusionGroup::origins() const {
@@ -40,6 +51,21 @@ bool is_fusible_pointwise(const Node& node) {
   return (family == OpFamily::Unary || family == OpFamily::Binary) && node.outputs.size() == 1;
 }
 
+bool is_fusible_view(const Node& node) {
+  switch (node.kind) {
+    case OpKind::Reshape: case OpKind::Permute: case OpKind::Expand: case OpKind::Slice:
+      return node.inputs.size() == 1 && node.outputs.size() == 1;
+    default:
+      return false;
+  }
+}
+
+bool is_epilogue_anchor(const Node& node) {
+  OpFamily family = op_def(node.kind).family;
+  return is_fusible_reduction(node) ||
+         ((family == OpFamily::Linalg || family == OpFamily::Conv) && node.outputs.size() == 1);
+}
+
 std::vector<FusionGroup> fuse_graph(const Graph& graph, const FusionOptions& options) {
   std::map<const Value*, std::vector<const Node*>> users;
   std::vector<Node*> nodes = graph.nodes();
@@ -48,56 +74,116 @@ std::vector<FusionGroup> fuse_graph(const Graph& graph, const FusionOptions& opt
   std::set<const Value*> graph_outputs(graph.outputs().begin(), graph.outputs().end());
 
   std::vector<FusionGroup> groups;
-  std::map<const Node*, size_t> group_of;
-  int open = -1;  // index of the pointwise group the next node may join
-  auto start = [&](const Node* n, FusionKind kind) {
-    groups.push_back({kind, {n}, {}});
-    group_of[n] = groups.size() - 1;
-    return int(groups.size()) - 1;
+  // The open group is always groups.back(); nodes scheduled ahead of it are inserted before it.
+  struct Open {
+    bool active = false;
+    std::set<const Node*> members;
+    Shape space;                  // the shape a pointwise node needs to join
+    const Node* anchor = nullptr; // the reduction/matmul/conv; after it only epilogue nodes join
+  } open;
+
+  auto add_closed = [&](const Node* n) {
+    FusionGroup g{kind_alone(*n), {n}, {}};
+    if (open.active) groups.insert(groups.end() - 1, std::move(g));
+    else groups.push_back(std::move(g));
   };
-  // A reduction may absorb the open group only when nothing but the reduction reads its values:
-  // the fused kernel iterates over the reduction's output and cannot store the producers' values.
-  auto only_feeds = [&](const FusionGroup& g, const Node* reduction) {
-    std::set<const Node*> members(g.nodes.begin(), g.nodes.end());
-    members.insert(reduction);
-    for (const Node* m : g.nodes) {
+  auto join = [&](const Node* n) {
+    groups.back().nodes.push_back(n);
+    open.members.insert(n);
+  };
+  auto reads_open = [&](const Node* n) {
+    for (const Value* v : n->inputs)
+      if (v->producer && open.members.count(v->producer)) return true;
+    return false;
+  };
+  // Nothing but members (and `extra`) reads the members' values: the kernel need not store them,
+  // which a reduction (its space is its output) or a size-changing view (its space has another
+  // element count) could not do.
+  auto read_only_inside = [&](const Node* extra) {
+    for (const Node* m : open.members) {
       const Value* v = m->output();
       if (graph_outputs.count(v) || users[v].empty()) return false;
       for (const Node* u : users[v])
-        if (!members.count(u)) return false;
+        if (!open.members.count(u) && u != extra) return false;
     }
     return true;
   };
+  // A matmul/conv takes an epilogue only when pointwise nodes of its shape are its sole readers:
+  // storing its result as well would cost the same traffic as the unfused kernels.
+  auto only_pointwise_readers = [&](const Node* anchor) {
+    const Value* v = anchor->output();
+    if (graph_outputs.count(v) || users[v].empty()) return false;
+    for (const Node* u : users[v])
+      if (!is_fusible_pointwise(*u) || !same_shape(u->output()->type.shape, v->type.shape)) return false;
+    return true;
+  };
+
+  auto try_join = [&](const Node* n) {
+    FusionGroup& g = groups.back();
+    const Value* in = n->inputs.empty() ? nullptr : n->inputs[0];
+    if (!open.anchor) {
+      if (is_fusible_pointwise(*n) && same_shape(n->output()->type.shape, open.space)) {
+        join(n);
+        return true;
+      }
+      if (options.fuse_views && is_fusible_view(*n) && in->producer && open.members.count(in->producer)) {
+        bool keeps_size = numel(in->type.shape).same_as(numel(n->output()->type.shape));
+        if (!keeps_size && !read_only_inside(n)) return false;
+        join(n);
+        open.space = n->output()->type.shape;
+        return true;
+      }
+      if (options.fuse_reductions && is_fusible_reduction(*n) && in->producer &&
+          open.members.count(in->producer) && same_shape(in->type.shape, open.space) && read_only_inside(n)) {
+        join(n);
+        g.kind = FusionKind::Reduce;
+        open.anchor = n;
+        open.space = n->output()->type.shape;
+        return true;
+      }
+      return false;
+    }
+    if (!options.fuse_epilogues || !is_fusible_pointwise(*n) || !reads_open(n) ||
+        !same_shape(n->output()->type.shape, open.space))
+      return false;
+    if (!is_fusible_reduction(*open.anchor) && !only_pointwise_readers(open.anchor)) return false;
+    join(n);
+    if (g.kind == FusionKind::Single) g.kind = FusionKind::Epilogue;
+    return true;
+  };
+
+  auto start = [&](const Node* n) {
+    open = Open{};
+    bool chain = is_fusible_pointwise(*n) || (options.fuse_views && is_fusible_view(*n));
+    bool anchor = options.fuse_epilogues && is_epilogue_anchor(*n) &&
+                  !(options.keep_alone && options.keep_alone(*n));
+    groups.push_back({chain ? FusionKind::Pointwise : kind_alone(*n), {n}, {}});
+    if (!chain && !anchor) return;
+    open.active = true;
+    open.members = {n};
+    open.space = n->output()->type.shape;
+    if (anchor) open.anchor = n;
+  };
 
   for (const Node* n : nodes) {
+    if (!options.fuse) {
+      groups.push_back({kind_alone(*n), {n}, {}});
+      continue;
+    }
     if (n->kind == OpKind::Constant) {
-      start(n, FusionKind::Constant);
+      add_closed(n);
       continue;
     }
-    if (options.fuse && open >= 0 && is_fusible_pointwise(*n) &&
-        same_shape(n->output()->type.shape, groups[size_t(open)].nodes.back()->output()->type.shape)) {
-      groups[size_t(open)].nodes.push_back(n);
-      group_of[n] = size_t(open);
-      continue;
-    }
-    if (options.fuse && options.fuse_reductions && open >= 0 && is_fusible_reduction(*n)) {
-      FusionGroup& g = groups[size_t(open)];
-      const Node* producer = n->inputs[0]->producer;
-      if (producer && group_of.count(producer) && group_of[producer] == size_t(open) &&
-          same_shape(n->inputs[0]->type.shape, g.nodes.back()->output()->type.shape) && only_feeds(g, n)) {
-        g.nodes.push_back(n);
-        g.kind = FusionKind::Reduce;
-        group_of[n] = size_t(open);
-        open = -1;
+    if (open.active) {
+      if (try_join(n)) continue;
+      // Pointwise nodes and anchors start groups of their own; anything else that does not need
+      // the open group runs before it.
+      if (!reads_open(n) && !is_fusible_pointwise(*n) && !is_epilogue_anchor(*n)) {
+        add_closed(n);
         continue;
       }
     }
-    if (is_fusible_pointwise(*n)) {
-      open = start(n, FusionKind::Pointwise);
-    } else {
-      start(n, is_fusible_reduction(*n) ? FusionKind::Reduce : FusionKind::Single);
-      open = -1;
-    }
+    start(n);
   }
 
   for (FusionGroup& g : groups) {

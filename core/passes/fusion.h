@@ -1,9 +1,12 @@
-// Fusion: decides which graph nodes run as one kernel. Pointwise nodes of one iteration shape that
-// follow each other in the graph's order form one group (their intermediates never reach memory); a
-// sum/mean/max/min/prod reduction joins the pointwise group that produces its input when nothing
-// else reads that group's values. Everything else is a group of one.
+// Fusion: decides which graph nodes run as one kernel. Pointwise nodes of one iteration shape form
+// one group (their intermediates never reach memory), and view ops (reshape, permute, expand,
+// slice) of a group's values join it as index maps; a sum/mean/max/min/prod reduction joins the
+// pointwise group that produces its input when nothing else reads that group's values; pointwise
+// consumers of a reduction, matmul, gemm, linear, conv or pool on its output shape run in its
+// epilogue. Everything else is a group of one.
 #pragma once
 
+#include <functional>
 #include <string>
 #include <vector>
 
@@ -12,8 +15,9 @@
 namespace kiln {
 
 enum class FusionKind {
-  Pointwise,  // one or more unary/binary nodes with the same output shape
-  Reduce,     // a reduction, possibly with pointwise producers folded into its loop
+  Pointwise,  // unary/binary nodes of one output shape, and view ops between them
+  Reduce,     // a reduction, possibly with pointwise producers in its loop and consumers after it
+  Epilogue,   // a matmul/gemm/linear/conv/pool with pointwise consumers in its epilogue
   Single,     // one node lowered on its own (matmul, conv, data movement, ...)
   Constant,   // a literal: uploaded once, no kernel
 };
@@ -26,13 +30,23 @@ struct FusionGroup {
 };
 
 struct FusionOptions {
-  bool fuse = true;          // false: every node is its own group (the eager baseline)
-  bool fuse_reductions = true;
+  bool fuse = true;              // false: every node is its own group (the eager baseline)
+  bool fuse_reductions = true;   // pointwise producers into a reduction's loop
+  bool fuse_epilogues = true;    // pointwise consumers into a reduction/matmul/conv epilogue
+  bool fuse_views = true;        // reshape/permute/expand/slice of a group's values join it
+  // Anchors that run faster alone, as the backend's tuned template, than as a generic kernel with
+  // the epilogue folded in: they take no epilogue. Unset: every anchor takes one.
+  std::function<bool(const Node&)> keep_alone;
 };
 
 bool is_fusible_pointwise(const Node& node);
+// reshape, permute, expand, slice: one load through an index map, so they can join a chain.
+bool is_fusible_view(const Node& node);
+// The ops whose single Reduce kernel can take pointwise consumers in its epilogue.
+bool is_epilogue_anchor(const Node& node);
 
-// Groups in execution order; every node of `graph` is in exactly one group.
+// Groups in execution order; every node of `graph` is in exactly one group, and every group comes
+// after the groups producing its inputs.
 std::vector<FusionGroup> fuse_graph(const Graph& graph, const FusionOptions& options = {});
 
 // "3 kernels: [add,mul,relu] [matmul] [exp]" for logs and test failures.

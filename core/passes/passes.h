@@ -19,6 +19,9 @@ Pass fold_constants_pass(int64_t max_elements = 65536);
 Pass cse_pass();
 // "simplify": algebraic identities (x+0, x*1, neg(neg(x)), reshape/permute chains, ...).
 Pass simplify_pass();
+// "raise-patterns": rewrites decomposed layer norms and softmaxes (as ONNX exports them) into the
+// layer_norm and softmax ops, merging the replaced nodes' provenance into the new node.
+Pass raise_patterns_pass();
 // "dce": removes nodes whose results nobody reads.
 Pass dce_pass();
 

@@ -21,14 +21,16 @@ std::vector<Pass> standard_pipeline() {
       fold_constants_pass(),  // constant subgraphs become literals the next passes can match
       simplify_pass(),        // x*1, neg(neg(x)), view chains: exposes more duplicates to cse
       cse_pass(),             // merge duplicates into their first occurrence
-      dce_pass(),             // delete what simplify and cse left unread
-      // ---- Fusion and memory planning (issue 4) go here, after the cleanup: "fuse", then
-      // ---- "plan-memory". Each is one more Pass from core/passes/passes.h.
+      raise_patterns_pass(),  // decomposed layer norms and softmaxes become one op each
+      dce_pass(),             // delete what simplify, cse and raise-patterns left unread
+      // Fusion (core/passes/fusion.h) and memory planning run on the result when a program is
+      // compiled for a device.
   };
 }
 
 std::vector<Pass> registered_passes() {
-  return {infer_shapes_pass(), fold_constants_pass(), simplify_pass(), cse_pass(), dce_pass()};
+  return {infer_shapes_pass(), fold_constants_pass(), simplify_pass(), cse_pass(), raise_patterns_pass(),
+          dce_pass()};
 }
 
 Pass find_pass(std::string_view name) {

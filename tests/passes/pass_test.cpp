@@ -354,10 +354,11 @@ TEST(PassPipeline, UnknownPassNameListsTheKnownOnes) {
   }
 }
 
-TEST(PassPipeline, StandardPipelineListsTheCleanupPassesInOrder) {
+TEST(PassPipeline, StandardPipelineListsItsPassesInOrder) {
   std::vector<std::string> names;
   for (const Pass& p : standard_pipeline()) names.push_back(p.name);
-  EXPECT_EQ(names, (std::vector<std::string>{"infer-shapes", "fold-constants", "simplify", "cse", "dce"}));
+  EXPECT_EQ(names, (std::vector<std::string>{"infer-shapes", "fold-constants", "simplify", "cse",
+                                             "raise-patterns", "dce"}));
 }
 
 // ---- The standard pipeline on a traced model: same results before and after, fewer nodes.
