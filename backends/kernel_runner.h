@@ -46,9 +46,11 @@ class KernelRunner {
   void sync();
   size_t programs_compiled() const;
   KernelRunnerStats stats() const;
-  // The template the runner would use for this op, if any (for compiled programs).
+  // The template the runner would use for this op, if any (for compiled programs). Asks the
+  // backend for its caps: caps_ is only filled once the first eager op runs, and a compiled
+  // program may plan before any has.
   std::optional<TemplateLaunch> plan_template(const OpRun& run) const {
-    return options_.templates ? options_.templates(run, caps_) : std::nullopt;
+    return options_.templates ? options_.templates(run, backend_.caps()) : std::nullopt;
   }
 
  private:

@@ -120,6 +120,9 @@ TEST(Conv, PointwiseAndLargeChannelCountsMatchNaiveLoop) {
   expect_conv2d_matches({{2, 6, 5, 7}, 10, 1, 1, {}, true}, 8);  // reads x directly
   expect_conv2d_matches({{2, 6, 5, 7}, 10, 1, 1, {2, 2, 0, 0, 1, 1, 1}, true}, 9);
   expect_conv2d_matches({{1, 32, 20, 21}, 9, 3, 3, {1, 1, 1, 1, 1, 1, 1}, true}, 10);  // K > 256
+  // Small planes with many output channels split the channels across tasks (6-row tails).
+  expect_conv2d_matches({{1, 40, 4, 5}, 64, 3, 3, {1, 1, 1, 1, 1, 1, 1}, true}, 20);
+  expect_conv2d_matches({{2, 6, 11, 13}, 6, 3, 3, {2, 2, 1, 1, 2, 2, 6}, true}, 21);  // depthwise, stride 2
 }
 
 TEST(Conv, FloatDTypesWithinTolerance) {

@@ -1,12 +1,14 @@
-// Reference kernels for the conv ops: conv (im2col + the blocked GEMM), conv_transpose (GEMM +
-// col2im), max/avg pooling and global average pooling. 1-d inputs run as 2-d with height 1;
-// f16/bf16 convolutions compute in float copies.
+// Reference kernels for the conv ops: conv (im2col + a GEMM: the AVX2 tile of conv_gemm.h where the
+// CPU has it, else the blocked GEMM; depthwise as a direct loop), conv_transpose (GEMM + col2im),
+// max/avg pooling and global average pooling. 1-d inputs run as 2-d with height 1; f16/bf16
+// convolutions compute in float copies.
 #include <algorithm>
 #include <cmath>
 #include <limits>
 #include <type_traits>
 
 #include "backends/cpu/cpu_kernel.h"
+#include "backends/cpu/kernels/conv_gemm.h"
 #include "backends/cpu/kernels/gemm_kernel.h"
 #include "backends/cpu/parallel.h"
 #include "core/support/error.h"
@@ -78,24 +80,33 @@ void fill_bias(const Geometry& g, const T* bias, T* y) {
     std::fill(y + p * plane, y + (p + 1) * plane, bias ? bias[p % g.o] : T(0));
 }
 
-// One (image, group, output-row block) of a convolution: gathers the receptive fields into a
-// column matrix [C/groups * kh * kw, rows * ow] and multiplies the group's weights by it.
+// One (image, group, output-row block, output-channel block [o0, o1) of the group) of a
+// convolution: gathers the receptive fields into a column matrix [C/groups * kh * kw, rows * ow]
+// and multiplies the block's weights by it.
 template <class T>
 void conv_task(const Geometry& g, const T* x, const T* w, T* y, int64_t n, int64_t group,
-               int64_t oh0, int64_t oh1) {
-  const int64_t cg = g.c / g.groups, og = g.o / g.groups;
+               int64_t oh0, int64_t oh1, int64_t o0, int64_t o1) {
+  const int64_t cg = g.c / g.groups, og = o1 - o0;
   const int64_t ckk = cg * g.kh * g.kw;
   const int64_t positions = (oh1 - oh0) * g.ow;
   const T* x_group = x + (n * g.c + group * cg) * g.h * g.w;
-  T* y_block = y + ((n * g.o + group * og) * g.oh + oh0) * g.ow;
-  MatrixView<T> weights{w + group * og * ckk, ckk, 1};
+  const int64_t first_o = group * (g.o / g.groups) + o0;
+  T* y_block = y + ((n * g.o + first_o) * g.oh + oh0) * g.ow;
+  MatrixView<T> weights{w + first_o * ckk, ckk, 1};
   const bool pointwise = g.kh == 1 && g.kw == 1 && g.sh == 1 && g.sw == 1 && g.ph == 0 &&
                          g.pw == 0 && g.oh == g.h && g.ow == g.w;
-  if (pointwise) {  // a 1x1 convolution reads the input planes directly as the column matrix
-    MatrixView<T> cols{x_group + oh0 * g.w, g.h * g.w, 1};
-    gemm_serial(og, positions, ckk, T(1), weights, cols, true, y_block, g.oh * g.ow);
-    return;
-  }
+  // y_block already holds the bias: the product accumulates into it.
+  auto product = [&](const T* cols, int64_t ld) {
+#if KILN_CONV_GEMM_AVX2
+    if constexpr (std::is_same_v<T, float>)
+      if (conv_gemm::available())
+        return conv_gemm::gemm_accumulate(og, positions, ckk, weights.data, ckk, cols, ld, y_block,
+                                          g.oh * g.ow);
+#endif
+    gemm_serial(og, positions, ckk, T(1), weights, MatrixView<T>{cols, ld, 1}, true, y_block,
+                g.oh * g.ow);
+  };
+  if (pointwise) return product(x_group + oh0 * g.w, g.h * g.w);  // the input planes are the columns
   thread_local std::vector<T> buffer;
   if (buffer.size() < size_t(ckk * positions)) buffer.resize(size_t(ckk * positions));
   T* col = buffer.data();
@@ -120,26 +131,73 @@ void conv_task(const Geometry& g, const T* x, const T* w, T* y, int64_t n, int64
       }
     }
   }
-  gemm_serial(og, positions, ckk, T(1), weights, MatrixView<T>{col, positions, 1}, true, y_block,
-              g.oh * g.ow);
+  product(col, positions);
+}
+
+// Depthwise convolution (one input channel per group, MobileNet's 3x3 layers): im2col would build
+// a 9-row column matrix for a one-row product, so each output row is accumulated directly, one tap
+// at a time over the range of pixels where the tap is inside the input (a unit-stride loop that
+// vectorizes when the stride is 1).
+template <class T>
+void depthwise_forward(const Geometry& g, const T* x, const T* w, const T* bias, T* y) {
+  const int64_t og = g.o / g.groups;  // channel multiplier: output o reads input channel o / og
+  const int64_t grain = std::max<int64_t>(1, 8192 / std::max<int64_t>(1, g.ow * g.kh * g.kw));
+  parallel_for(g.n * g.o * g.oh, grain, [&](int64_t begin, int64_t end) {
+    for (int64_t r = begin; r < end; ++r) {
+      const int64_t plane = r / g.oh, oh = r % g.oh;
+      const int64_t n = plane / g.o, o = plane % g.o;
+      const T* in = x + (n * g.c + o / og) * g.h * g.w;
+      const T* taps = w + o * g.kh * g.kw;
+      T* out = y + (plane * g.oh + oh) * g.ow;
+      std::fill(out, out + g.ow, bias ? bias[o] : T(0));
+      for (int64_t i = 0; i < g.kh; ++i) {
+        const int64_t ih = oh * g.sh - g.ph + i * g.dh;
+        if (ih < 0 || ih >= g.h) continue;
+        const T* src = in + ih * g.w;
+        for (int64_t j = 0; j < g.kw; ++j) {
+          const T tap = taps[i * g.kw + j];
+          const int64_t off = j * g.dw - g.pw;  // input column of output column ow: ow * sw + off
+          const int64_t lo = off >= 0 ? 0 : (-off + g.sw - 1) / g.sw;
+          const int64_t hi = g.w - 1 - off < 0 ? 0 : std::min(g.ow, (g.w - 1 - off) / g.sw + 1);
+          if (g.sw == 1) {
+            const T* s = src + off;
+            for (int64_t ow = lo; ow < hi; ++ow) out[ow] += tap * s[ow];
+          } else {
+            for (int64_t ow = lo; ow < hi; ++ow) out[ow] += tap * src[ow * g.sw + off];
+          }
+        }
+      }
+    }
+  });
 }
 
 template <class T>
 void conv_forward(const Geometry& g, const T* x, const T* w, const T* bias, T* y) {
+  if (g.groups > 1 && g.c == g.groups) return depthwise_forward(g, x, w, bias, y);
   fill_bias(g, bias, y);
   const int64_t ckk = (g.c / g.groups) * g.kh * g.kw;
   // Row blocks keep the column matrix near 1 MiB and give every thread a few tasks.
   int64_t rows =
       std::clamp<int64_t>((int64_t(1) << 18) / std::max<int64_t>(1, ckk * g.ow), 1, g.oh);
-  const int64_t images = g.n * g.groups;
-  const int64_t want_blocks = (4 * num_threads() + images - 1) / images;
-  rows = std::min(rows, std::max<int64_t>(1, (g.oh + want_blocks - 1) / want_blocks));
+  const int64_t images = g.n * g.groups, og = g.o / g.groups;
+  const int64_t want_tasks = 4 * num_threads();
+  const int64_t want_blocks = (want_tasks + images - 1) / images;
+  // A block narrower than ~64 pixels would waste the GEMM's column tile and repack the weights
+  // for little work: small late layers (7x7) split their output channels instead.
+  const int64_t min_rows = std::min(g.oh, (64 + g.ow - 1) / g.ow);
+  rows = std::min(rows, std::max(min_rows, (g.oh + want_blocks - 1) / want_blocks));
   const int64_t blocks = (g.oh + rows - 1) / rows;
-  parallel_for(images * blocks, 1, [&](int64_t begin, int64_t end) {
+  int64_t channel_blocks = std::max<int64_t>(1, (want_tasks + images * blocks - 1) / (images * blocks));
+  channel_blocks = std::min(channel_blocks, std::max<int64_t>(1, og / 24));
+  const int64_t chunk = ((og + channel_blocks - 1) / channel_blocks + 5) / 6 * 6;  // whole 6-row strips
+  channel_blocks = (og + chunk - 1) / chunk;
+  parallel_for(images * blocks * channel_blocks, 1, [&](int64_t begin, int64_t end) {
     for (int64_t t = begin; t < end; ++t) {
-      const int64_t block = t % blocks, image = t / blocks;
+      const int64_t cb = t % channel_blocks, block = (t / channel_blocks) % blocks;
+      const int64_t image = t / (channel_blocks * blocks);
       const int64_t oh0 = block * rows;
-      conv_task(g, x, w, y, image / g.groups, image % g.groups, oh0, std::min(g.oh, oh0 + rows));
+      conv_task(g, x, w, y, image / g.groups, image % g.groups, oh0, std::min(g.oh, oh0 + rows),
+                cb * chunk, std::min(og, (cb + 1) * chunk));
     }
   });
 }

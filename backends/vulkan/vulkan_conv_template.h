@@ -1,0 +1,28 @@
+// The conv2d template (shaders/conv2d.comp): which conv ops it takes, the variant defines and the
+// push constants; eager ops and compiled programs reach it through the backend's template planner.
+#pragma once
+
+#include <optional>
+#include <string>
+
+#include "backends/kernel_runner.h"
+
+namespace kiln::vulkan {
+
+struct ConvTile {
+  int tm = 8, tn = 8;      // register tile: pixels x output channels
+  int wg_x = 8, wg_y = 8;  // workgroup size (pixels, channels)
+};
+
+// The launch of the conv template for an f32 1-d/2-d conv (bias optional), or nothing when the op
+// is not one it takes (other dtypes, 3-d, sizes past int32, too small to be worth a template).
+std::optional<TemplateLaunch> conv_template_launch(const OpRun& run, const DeviceCaps& caps);
+
+// The template's source for one variant: #version and the defines, then shaders/conv2d.comp.
+std::string conv_source(const ConvTile& tile, int kh, int kw, bool pointwise, bool depthwise,
+                        int sw, int dw, bool has_bias);
+
+// `next` with conv ops served by the conv template first.
+TemplatePlanner with_conv_template(TemplatePlanner next);
+
+}  // namespace kiln::vulkan

@@ -1,0 +1,266 @@
+// The Vulkan conv template (shaders/conv2d.comp): every variant (implicit GEMM, 1x1 pointwise,
+// depthwise) against the cpu reference over strides, asymmetric pads, dilations, groups, channel
+// multipliers, bias and 1-d, under the Khronos validation layer with zero messages; a compiled
+// program runs a lone conv with the template; per-layer timings of ResNet-18 / MobileNetV2 shapes.
+#include <gtest/gtest.h>
+
+#include <chrono>
+#include <cstdio>
+#include <cstdlib>
+#include <random>
+
+#include "backends/vulkan/vulkan_backend.h"
+#include "backends/vulkan/vulkan_conv_template.h"
+#include "core/ir/text.h"
+#include "core/ir/verifier.h"
+#include "core/kiln.h"
+#include "core/runtime/interpreter.h"
+#include "core/runtime/planned_program.h"
+
+namespace kiln {
+namespace {
+
+const bool kValidationRequested = [] { return setenv("KILN_VULKAN_VALIDATION", "1", 1) == 0; }();
+
+struct ConvCase {
+  std::string name;
+  std::vector<int64_t> x, w;  // input [N, C, (H,) W], weight [O, C/groups, (KH,) KW]
+  bool bias = false;
+  std::vector<int64_t> stride, padding, dilation;  // per spatial dim; padding begins then ends
+  int64_t groups = 1;
+};
+
+std::vector<int64_t> out_dims(const ConvCase& c) {
+  const size_t spatial = c.x.size() - 2;
+  std::vector<int64_t> out = {c.x[0], c.w[0]};
+  for (size_t i = 0; i < spatial; ++i) {
+    const int64_t padded = c.x[2 + i] + c.padding[i] + c.padding[spatial + i];
+    const int64_t extent = (c.w[2 + i] - 1) * c.dilation[i] + 1;
+    out.push_back((padded - extent) / c.stride[i] + 1);
+  }
+  return out;
+}
+
+AttrMap attrs_of(const ConvCase& c) {
+  AttrMap a;
+  a.set("stride", c.stride);
+  a.set("padding", c.padding);
+  a.set("dilation", c.dilation);
+  a.set("groups", c.groups);
+  return a;
+}
+
+int64_t numel(const std::vector<int64_t>& dims) {
+  int64_t n = 1;
+  for (int64_t d : dims) n *= d;
+  return n;
+}
+
+std::vector<float> random_values(int64_t n, uint32_t seed) {
+  std::mt19937 gen(seed);
+  std::uniform_real_distribution<float> dist(-1.0f, 1.0f);
+  std::vector<float> v(static_cast<size_t>(n));
+  for (float& x : v) x = dist(gen);
+  return v;
+}
+
+// Runs the conv on `backend` (through `runner` when given), host data in and out; `seconds` gets
+// the best of `reps` timed runs after a warm-up when reps > 0.
+std::vector<float> run_conv(Backend& backend, KernelRunner* runner, const ConvCase& c,
+                            const std::vector<std::vector<float>>& inputs, int reps = 0,
+                            double* seconds = nullptr) {
+  std::vector<std::vector<int64_t>> dims = {c.x, c.w};
+  if (c.bias) dims.push_back({c.w[0]});
+  std::vector<std::unique_ptr<Buffer>> buffers;
+  std::vector<BufferView> views;
+  for (size_t i = 0; i < dims.size(); ++i) {
+    buffers.push_back(backend.alloc(inputs[i].size() * 4));
+    backend.upload(*buffers.back(), inputs[i].data(), inputs[i].size() * 4);
+    views.push_back({buffers.back().get(), DType::F32, dims[i]});
+  }
+  const std::vector<int64_t> od = out_dims(c);
+  auto out = backend.alloc(size_t(numel(od)) * 4);
+  BufferView out_view{out.get(), DType::F32, od};
+  const AttrMap attrs = attrs_of(c);
+  OpRun run{OpKind::Conv, attrs, views, std::span(&out_view, 1)};
+  auto once = [&] {
+    if (runner) {
+      runner->run(run);
+      runner->sync();
+    } else {
+      backend.execute(run);
+    }
+  };
+  once();
+  if (seconds) *seconds = 1e300;
+  for (int r = 0; r < reps; ++r) {
+    auto t0 = std::chrono::steady_clock::now();
+    once();
+    *seconds = std::min(*seconds, std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count());
+  }
+  std::vector<float> result(size_t(numel(od)));
+  backend.download(*out, result.data(), result.size() * 4);
+  return result;
+}
+
+// f32 sums of K products of values in [-1, 1]: the error grows with K; 2e-6 * K leaves room for a
+// different summation order while any indexing mistake is off by O(1).
+void expect_close(const std::vector<float>& got, const std::vector<float>& want, int64_t k,
+                  const std::string& what) {
+  ASSERT_EQ(got.size(), want.size()) << what;
+  const double tol = 1e-5 + 2e-6 * double(k);
+  for (size_t i = 0; i < got.size(); ++i)
+    ASSERT_NEAR(got[i], want[i], tol * std::max(1.0, std::abs(double(want[i])))) << what << " at " << i;
+}
+
+class VulkanConv : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    ASSERT_TRUE(kValidationRequested);
+    std::string why;
+    if (enumerate_vulkan_devices(&why).empty()) GTEST_SKIP() << "no Vulkan device: " << why;
+    vk_ = &dynamic_cast<vulkan::VulkanBackend&>(backend_for(BackendKind::Vulkan, 0));
+    cpu_ = &backend_for(BackendKind::Cpu, 0);
+    vulkan::clear_validation_messages();
+    runner_ = std::make_unique<KernelRunner>(*vk_, kernel::Dialect::Glsl,
+                                             KernelRunnerOptions{.templates = vulkan::with_conv_template({})});
+  }
+  void TearDown() override {
+    runner_.reset();
+    if (!vk_) return;
+    EXPECT_TRUE(vulkan::validation_active()) << "the Khronos validation layer is not installed";
+    auto messages = vulkan::validation_messages();
+    std::string all;
+    for (const auto& m : messages) all += m + "\n";
+    EXPECT_TRUE(messages.empty()) << messages.size() << " validation message(s):\n" << all;
+  }
+
+  std::vector<std::vector<float>> inputs_for(const ConvCase& c, uint32_t seed) {
+    std::vector<std::vector<float>> in = {random_values(numel(c.x), seed), random_values(numel(c.w), seed + 1)};
+    if (c.bias) in.push_back(random_values(c.w[0], seed + 2));
+    return in;
+  }
+
+  // Template on Vulkan vs the cpu reference; also checks that the template (not the lowering) ran.
+  void check(const ConvCase& c, uint32_t seed) {
+    const auto in = inputs_for(c, seed);
+    const size_t before = runner_->stats().template_launches;
+    std::vector<float> got = run_conv(*vk_, runner_.get(), c, in);
+    EXPECT_EQ(runner_->stats().template_launches, before + 1) << c.name;
+    std::vector<float> want = run_conv(*cpu_, nullptr, c, in);
+    expect_close(got, want, numel(c.w) / c.w[0], c.name);
+  }
+
+  vulkan::VulkanBackend* vk_ = nullptr;
+  Backend* cpu_ = nullptr;
+  std::unique_ptr<KernelRunner> runner_;
+};
+
+TEST_F(VulkanConv, ImplicitGemmMatchesCpuOverStridesPadsDilationsGroupsAndBias) {
+  const std::vector<ConvCase> cases = {
+      {"3x3_pad1_bias", {1, 3, 11, 13}, {5, 3, 3, 3}, true, {1, 1}, {1, 1, 1, 1}, {1, 1}, 1},
+      {"3x3_stride2_asym_pads", {2, 4, 9, 8}, {6, 4, 3, 3}, false, {2, 1}, {0, 2, 1, 0}, {1, 1}, 1},
+      {"dilation2_stride3", {1, 3, 17, 15}, {4, 3, 3, 2}, true, {3, 2}, {2, 1, 2, 1}, {2, 3}, 1},
+      {"groups2", {2, 6, 10, 9}, {8, 3, 3, 3}, true, {1, 2}, {1, 1, 1, 1}, {1, 1}, 2},
+      {"groups3_one_out_channel_each", {1, 6, 7, 7}, {3, 2, 2, 2}, false, {1, 1}, {0, 0, 0, 0}, {1, 1}, 3},
+      {"7x7_stride2_pad3_resnet_stem", {1, 3, 40, 36}, {16, 3, 7, 7}, true, {2, 2}, {3, 3, 3, 3}, {1, 1}, 1},
+      {"wide_out_channels_not_tile_multiple", {1, 9, 12, 10}, {70, 9, 3, 3}, true, {1, 1}, {1, 1, 1, 1}, {1, 1}, 1},
+      {"1x1_stride2_downsample", {1, 16, 14, 14}, {24, 16, 1, 1}, false, {2, 2}, {0, 0, 0, 0}, {1, 1}, 1},
+      {"1x1_pointwise", {2, 20, 9, 11}, {33, 20, 1, 1}, true, {1, 1}, {0, 0, 0, 0}, {1, 1}, 1},
+      {"1x1_pointwise_grouped", {1, 8, 5, 6}, {12, 2, 1, 1}, false, {1, 1}, {0, 0, 0, 0}, {1, 1}, 4},
+      {"1x1_pad1_is_not_pointwise", {1, 4, 5, 5}, {3, 4, 1, 1}, true, {1, 1}, {1, 1, 1, 1}, {1, 1}, 1},
+      {"conv1d_stride2_pad", {2, 3, 20}, {5, 3, 4}, true, {2}, {1, 2}, {1}, 1},
+      {"kernel_covers_whole_input", {1, 2, 3, 3}, {4, 2, 3, 3}, false, {1, 1}, {0, 0, 0, 0}, {1, 1}, 1},
+  };
+  uint32_t seed = 10;
+  for (const ConvCase& c : cases) check(c, seed += 3);
+}
+
+TEST_F(VulkanConv, DepthwiseMatchesCpuWithStridesDilationsPadsAndChannelMultiplier) {
+  const std::vector<ConvCase> cases = {
+      {"dw3x3_pad1_bias", {1, 8, 13, 17}, {8, 1, 3, 3}, true, {1, 1}, {1, 1, 1, 1}, {1, 1}, 8},
+      {"dw3x3_stride2", {2, 6, 15, 14}, {6, 1, 3, 3}, false, {2, 2}, {1, 1, 1, 1}, {1, 1}, 6},
+      {"dw_dilation2_asym_pads", {1, 5, 12, 19}, {5, 1, 3, 3}, true, {1, 1}, {2, 0, 1, 3}, {2, 2}, 5},
+      {"dw_multiplier2_5x5_stride_2x3", {1, 4, 16, 23}, {8, 1, 5, 5}, true, {2, 3}, {2, 2, 2, 2}, {1, 1}, 4},
+      {"dw_row_longer_than_a_workgroup", {1, 3, 4, 200}, {3, 1, 3, 3}, false, {1, 1}, {1, 1, 1, 1}, {1, 1}, 3},
+      {"dw_conv1d", {1, 4, 30}, {4, 1, 5}, true, {2}, {2, 2}, {1}, 4},
+  };
+  uint32_t seed = 100;
+  for (const ConvCase& c : cases) check(c, seed += 3);
+}
+
+// Eager ops through the backend's own planner: f32 convs take the template, f64 keeps the lowering.
+TEST_F(VulkanConv, BackendRunsF32ConvThroughTheTemplate) {
+  Device vk = Device::parse("vulkan");
+  auto& backend = dynamic_cast<vulkan::VulkanBackend&>(vk.backend());
+  Tensor x = randn({1, 4, 9, 9}, vk, 1), w = randn({6, 4, 3, 3}, vk, 2), b = randn({6}, vk, 3);
+  size_t before = backend.eager_stats().template_launches;
+  std::vector<float> got = conv2d(x, w, b, 1, 1).to_vector<float>();
+  EXPECT_EQ(backend.eager_stats().template_launches, before + 1);
+  Device cpu = Device::cpu();
+  std::vector<float> want = conv2d(x.to(cpu), w.to(cpu), b.to(cpu), 1, 1).to_vector<float>();
+  expect_close(got, want, 36, "conv2d through the backend");
+}
+
+Graph parse_checked(const std::string& text) {
+  Graph g = parse_graph(text);
+  verify_graph_or_throw(g);
+  return g;
+}
+
+// A compiled program: a conv the backend has a template for stays alone in its fusion group (its
+// relu runs as its own kernel) and launches the template; the result matches the interpreter on cpu.
+TEST_F(VulkanConv, CompiledProgramRunsConvsWithTheTemplate) {
+  Graph g = parse_checked(R"(graph @main(%0: f32[1,4,10,10] "x", %1: f32[8,4,3,3] "w", %2: f32[8] "b", %3: f32[8,8,1,1] "w2") {
+  %4: f32[1,8,10,10] = conv(%0, %1, %2) {stride=[1,1], padding=[1,1,1,1], dilation=[1,1], groups=1}
+  %5: f32[1,8,10,10] = relu(%4)
+  %6: f32[1,8,10,10] = conv(%5, %3) {stride=[1,1], padding=[0,0,0,0], dilation=[1,1], groups=1}
+  return %6
+})");
+  Device vk = Device::parse("vulkan");
+  PlannedProgram program(g, vk);
+  std::vector<Tensor> cpu_in = {randn({1, 4, 10, 10}, Device::cpu(), 7), randn({8, 4, 3, 3}, Device::cpu(), 8),
+                                randn({8}, Device::cpu(), 9), randn({8, 8, 1, 1}, Device::cpu(), 10)};
+  std::vector<Tensor> vk_in;
+  for (const Tensor& t : cpu_in) vk_in.push_back(t.to(vk));
+  std::vector<float> got = program.run(vk_in)[0].to_vector<float>();
+  std::vector<float> want = interpret(g, cpu_in)[0].to_vector<float>();
+  expect_close(got, want, 36 * 8, "conv -> relu -> 1x1 conv, compiled");
+  int conv_templates = 0;
+  for (const PlannedLaunch& l : program.launches())
+    if (l.is_template && l.name.rfind("conv2d_f32", 0) == 0) ++conv_templates;
+  EXPECT_EQ(conv_templates, 2) << "both convs should run the conv template";
+}
+
+// Per-layer times of representative ResNet-18 and MobileNetV2 layers (batch 1, 224x224 input): cpu
+// reference vs the Vulkan template (and the generic lowering with KILN_CONV_BENCH_GENERIC=1; it takes
+// seconds per layer on lavapipe), each result checked against the cpu reference.
+TEST_F(VulkanConv, ModelLayerTimings) {
+  const std::vector<ConvCase> layers = {
+      {"resnet18 conv1 7x7/2 3->64 @224", {1, 3, 224, 224}, {64, 3, 7, 7}, true, {2, 2}, {3, 3, 3, 3}, {1, 1}, 1},
+      {"resnet18 layer1 3x3 64->64 @56", {1, 64, 56, 56}, {64, 64, 3, 3}, true, {1, 1}, {1, 1, 1, 1}, {1, 1}, 1},
+      {"resnet18 layer2 3x3/2 64->128 @56", {1, 64, 56, 56}, {128, 64, 3, 3}, true, {2, 2}, {1, 1, 1, 1}, {1, 1}, 1},
+      {"resnet18 layer3 3x3 256->256 @14", {1, 256, 14, 14}, {256, 256, 3, 3}, true, {1, 1}, {1, 1, 1, 1}, {1, 1}, 1},
+      {"resnet18 layer4 3x3 512->512 @7", {1, 512, 7, 7}, {512, 512, 3, 3}, true, {1, 1}, {1, 1, 1, 1}, {1, 1}, 1},
+      {"mobilenetv2 1x1 expand 24->144 @56", {1, 24, 56, 56}, {144, 24, 1, 1}, true, {1, 1}, {0, 0, 0, 0}, {1, 1}, 1},
+      {"mobilenetv2 dw 3x3 144 @56", {1, 144, 56, 56}, {144, 1, 3, 3}, true, {1, 1}, {1, 1, 1, 1}, {1, 1}, 144},
+      {"mobilenetv2 dw 3x3/2 144 @56", {1, 144, 56, 56}, {144, 1, 3, 3}, true, {2, 2}, {1, 1, 1, 1}, {1, 1}, 144},
+      {"mobilenetv2 1x1 project 960->160 @7", {1, 960, 7, 7}, {160, 960, 1, 1}, true, {1, 1}, {0, 0, 0, 0}, {1, 1}, 1},
+  };
+  const bool generic = std::getenv("KILN_CONV_BENCH_GENERIC") != nullptr;
+  KernelRunner lowering(*vk_, kernel::Dialect::Glsl, {});
+  std::printf("%-40s %10s %12s %12s\n", "layer", "cpu ms", "vk tmpl ms", "vk generic ms");
+  uint32_t seed = 300;
+  for (const ConvCase& c : layers) {
+    const auto in = inputs_for(c, seed += 3);
+    double cpu_s = 0, tmpl_s = 0, gen_s = -1;
+    std::vector<float> want = run_conv(*cpu_, nullptr, c, in, 3, &cpu_s);
+    std::vector<float> got = run_conv(*vk_, runner_.get(), c, in, 3, &tmpl_s);
+    expect_close(got, want, numel(c.w) / c.w[0], c.name);
+    if (generic) run_conv(*vk_, &lowering, c, in, 1, &gen_s);
+    std::printf("%-40s %10.2f %12.2f %12.2f\n", c.name.c_str(), cpu_s * 1e3, tmpl_s * 1e3, gen_s * 1e3);
+  }
+}
+
+}  // namespace
+}  // namespace kiln
