@@ -132,6 +132,7 @@ const KernelRunner::Planned& KernelRunner::plan(const OpRun& run) {
           std::max<size_t>(size_t(numel(t.shape).value()) * dtype_size(t.dtype), 4));
     kernel::EmitOptions emit_options;
     emit_options.dialect = dialect_;
+    emit_options.texel_reads = caps_.is_cpu;
     for (const kernel::LoweredOp::Step& s : lowered.steps) {
       int64_t elements = s.kernel.elements();
       if (elements == 0) continue;

@@ -8,6 +8,13 @@
 //   HAS_C       add beta * Cin[m * c_row + n * c_col] (strides 0 broadcast: bias rows, columns)
 //   USE_SHARED  stage tiles through shared memory (GPUs); 0 reads A and B straight from the
 //               buffers, which is faster where shared memory is ordinary cache (CPU devices)
+//   TEXEL       read A and B through texel buffers (samplerBuffer, or rgba32f imageBuffer with
+//               VEC4): lavapipe gathers those 8 lanes at once, where a storage-buffer load is a
+//               loop over the lanes
+//   VEC4        (direct loads only) read 4 floats per load: A along K, B along K when TRANS_B,
+//               else along N with each invocation owning runs of 4 adjacent columns. Needs !TRANS_A
+//               and K, N, leading dimensions and batch strides that are multiples of 4 (the
+//               planner checks)
 // Batches are the z workgroups: z = b0 * batch1 + b1, with per-operand strides (0 = broadcast).
 #extension GL_EXT_scalar_block_layout : enable
 
@@ -15,8 +22,27 @@
 #define WG_Y (BM / TM)
 layout(local_size_x = WG_X, local_size_y = WG_Y, local_size_z = 1) in;
 
+#if TEXEL && VEC4
+layout(binding = 0, rgba32f) uniform readonly imageBuffer a_vec;
+layout(binding = 1, rgba32f) uniform readonly imageBuffer b_vec;
+vec4 a4_at(int i) { return imageLoad(a_vec, i); }
+vec4 b4_at(int i) { return imageLoad(b_vec, i); }
+#elif TEXEL
+layout(binding = 0) uniform samplerBuffer a_tex;
+layout(binding = 1) uniform samplerBuffer b_tex;
+float a_at(int i) { return texelFetch(a_tex, i).x; }
+float b_at(int i) { return texelFetch(b_tex, i).x; }
+#elif VEC4
+layout(std430, binding = 0) readonly buffer BufA { vec4 a_vec[]; };
+layout(std430, binding = 1) readonly buffer BufB { vec4 b_vec[]; };
+vec4 a4_at(int i) { return a_vec[i]; }
+vec4 b4_at(int i) { return b_vec[i]; }
+#else
 layout(std430, binding = 0) readonly buffer BufA { float a_data[]; };
 layout(std430, binding = 1) readonly buffer BufB { float b_data[]; };
+float a_at(int i) { return a_data[i]; }
+float b_at(int i) { return b_data[i]; }
+#endif
 #if HAS_C
 layout(std430, binding = 2) readonly buffer BufC { float c_data[]; };
 layout(std430, binding = 3) writeonly buffer BufOut { float out_data[]; };
@@ -34,21 +60,31 @@ layout(push_constant, scalar) uniform Params {
   float alpha, beta;
 } p;
 
+#if !VEC4
 float load_a(int base, int m, int k) {
 #if TRANS_A
-  return a_data[base + k * p.lda + m];
+  return a_at(base + k * p.lda + m);
 #else
-  return a_data[base + m * p.lda + k];
+  return a_at(base + m * p.lda + k);
 #endif
 }
 
 float load_b(int base, int k, int n) {
 #if TRANS_B
-  return b_data[base + n * p.ldb + k];
+  return b_at(base + n * p.ldb + k);
 #else
-  return b_data[base + k * p.ldb + n];
+  return b_at(base + k * p.ldb + n);
 #endif
 }
+#endif
+
+// The output row of register-tile row i, and column of register-tile column j.
+#define ROW_OF(i) (row0 + ty + (i) * WG_Y)
+#if VEC4 && !TRANS_B
+#define COL_OF(j) (col0 + (tx + ((j) >> 2) * WG_X) * 4 + ((j) & 3))
+#else
+#define COL_OF(j) (col0 + tx + (j) * WG_X)
+#endif
 
 #if USE_SHARED
 shared float tile_a[BK][BM + 1];  // +1: transposed stores do not hit one bank
@@ -101,10 +137,40 @@ void main() {
     }
     barrier();
   }
+#elif VEC4
+  // Indices in vec4 units; clamped as below.
+  int rows[TM];
+  for (int i = 0; i < TM; ++i) rows[i] = (a_base >> 2) + min(ROW_OF(i), p.M - 1) * (p.lda >> 2);
+#if TRANS_B
+  int cols[TN];
+  for (int j = 0; j < TN; ++j) cols[j] = (b_base >> 2) + min(COL_OF(j), p.N - 1) * (p.ldb >> 2);
+#else
+  int col4[TN / 4];
+  for (int g = 0; g < TN / 4; ++g) col4[g] = (b_base >> 2) + min(COL_OF(4 * g) >> 2, (p.N >> 2) - 1);
+#endif
+  for (int k4 = 0; k4 < (p.K >> 2); ++k4) {
+    vec4 av[TM];
+    for (int i = 0; i < TM; ++i) av[i] = a4_at(rows[i] + k4);
+#if TRANS_B
+    vec4 bv[TN];
+    for (int j = 0; j < TN; ++j) bv[j] = b4_at(cols[j] + k4);
+    for (int kk = 0; kk < 4; ++kk)
+      for (int i = 0; i < TM; ++i)
+        for (int j = 0; j < TN; ++j) acc[i][j] = fma(av[i][kk], bv[j][kk], acc[i][j]);
+#else
+    for (int kk = 0; kk < 4; ++kk) {
+      const int row_k = (k4 * 4 + kk) * (p.ldb >> 2);
+      vec4 bv[TN / 4];
+      for (int g = 0; g < TN / 4; ++g) bv[g] = b4_at(col4[g] + row_k);
+      for (int i = 0; i < TM; ++i)
+        for (int j = 0; j < TN; ++j) acc[i][j] = fma(av[i][kk], bv[j >> 2][j & 3], acc[i][j]);
+    }
+#endif
+  }
 #else
   // Clamped indices keep every load in range; the rows and columns they duplicate are never stored.
   int rows[TM], cols[TN];
-  for (int i = 0; i < TM; ++i) rows[i] = min(row0 + ty + i * WG_Y, p.M - 1);
+  for (int i = 0; i < TM; ++i) rows[i] = min(ROW_OF(i), p.M - 1);
   for (int j = 0; j < TN; ++j) cols[j] = min(col0 + tx + j * WG_X, p.N - 1);
   for (int k = 0; k < p.K; ++k) {
     float av[TM], bv[TN];
@@ -116,10 +182,10 @@ void main() {
 #endif
 
   for (int i = 0; i < TM; ++i) {
-    int m = row0 + ty + i * WG_Y;
+    int m = ROW_OF(i);
     if (m >= p.M) continue;
     for (int j = 0; j < TN; ++j) {
-      int n = col0 + tx + j * WG_X;
+      int n = COL_OF(j);
       if (n >= p.N) continue;
       float v = p.alpha * acc[i][j];
 #if HAS_C

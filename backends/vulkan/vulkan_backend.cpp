@@ -13,6 +13,7 @@
 #include "backends/vulkan/vulkan_memory.h"
 #include "backends/vulkan/vulkan_program.h"
 #include "backends/vulkan/vulkan_stream.h"
+#include "backends/vulkan/vulkan_conv_template.h"
 #include "backends/vulkan/vulkan_templates.h"
 #include "core/runtime/disk_cache.h"
 #include "core/support/error.h"
@@ -122,6 +123,12 @@ class VulkanBackendImpl : public VulkanBackend {
                                             std::move(shader.layout));
   }
 
+  // The optimized module the pipeline was built from (an in-memory cache hit after compile()).
+  std::string disassemble(const ProgramSource& source) override {
+    if (source.language != "glsl") return {};
+    return disassemble_spirv(compiler_->compile_glsl(source.name, source.text).words);
+  }
+
   std::unique_ptr<VulkanProgram> program_from_spirv(const std::string& name,
                                                    std::span<const uint32_t> words) override {
     compiler_->validate(name, words);
@@ -187,7 +194,8 @@ class VulkanBackendImpl : public VulkanBackend {
   MatmulAutotuner autotuner_{*this, disk_, device_key_};
   // Last: its programs and queued launches go first.
   KernelRunner runner_{*this, kernel::Dialect::Glsl,
-                       {.templates = glsl_template_planner({.autotuner = &autotuner_})}};
+                       {.templates =
+                            with_conv_template(glsl_template_planner({.autotuner = &autotuner_}))}};
 };
 
 }  // namespace

@@ -30,13 +30,19 @@ void clear_validation_messages();
 // Whether an open backend actually runs with the validation layer (false when it is not installed).
 bool validation_active();
 
-// The interface of a compiled kernel: N storage buffers at set 0, bindings 0..N-1, and push constants.
+// How a binding is bound. Texel buffers see the kiln buffer through a VkBufferView, which lets
+// llvmpipe (lavapipe) gather 8 lanes at once where a storage-buffer load is a per-lane loop.
+enum class BindingKind : uint8_t { StorageBuffer, UniformTexelBuffer, StorageTexelBuffer };
+
+// The interface of a compiled kernel: N buffers at set 0, bindings 0..N-1, and push constants.
 struct ProgramLayout {
   uint32_t buffers = 0;
   uint32_t push_constant_bytes = 0;
   std::array<uint32_t, 3> local_size{1, 1, 1};
   std::vector<bool> buffer_written;  // per binding: the shader may write it (not `readonly`)
   std::vector<bool> buffer_read;     // per binding: the shader may read it (not `writeonly`)
+  std::vector<BindingKind> binding_kind;  // per binding (empty: all storage buffers)
+  std::vector<uint32_t> texel_format;     // per binding: the VkFormat of a texel buffer's view
 };
 
 class VulkanProgram : public Program {

@@ -31,7 +31,8 @@ spvtools::ValidatorOptions validator_options(bool scalar_block_layout) {
   return options;
 }
 
-// Disk payload: buffers, push bytes, local size, per-binding written/read flags, then the words.
+// Disk payload: buffers, push bytes, local size, per binding a word (bit 0 written, bit 1 read,
+// bits 2-3 the binding kind, bits 8-31 a texel buffer's VkFormat), then the words.
 std::vector<uint8_t> serialize(const CompiledShader& shader) {
   std::vector<uint32_t> w;
   const ProgramLayout& l = shader.layout;
@@ -40,7 +41,9 @@ std::vector<uint8_t> serialize(const CompiledShader& shader) {
   w.insert(w.end(), l.local_size.begin(), l.local_size.end());
   for (uint32_t i = 0; i < l.buffers; ++i)
     w.push_back((i < l.buffer_written.size() && l.buffer_written[i] ? 1u : 0u) |
-                (i < l.buffer_read.size() && l.buffer_read[i] ? 2u : 0u));
+                (i < l.buffer_read.size() && l.buffer_read[i] ? 2u : 0u) |
+                (i < l.binding_kind.size() ? uint32_t(l.binding_kind[i]) << 2 : 0u) |
+                (i < l.texel_format.size() ? l.texel_format[i] << 8 : 0u));
   w.insert(w.end(), shader.words.begin(), shader.words.end());
   std::vector<uint8_t> bytes(w.size() * 4);
   std::memcpy(bytes.data(), w.data(), bytes.size());
@@ -60,6 +63,10 @@ std::optional<CompiledShader> deserialize(const std::vector<uint8_t>& bytes) {
   for (uint32_t i = 0; i < l.buffers; ++i) {
     l.buffer_written.push_back(w[5 + i] & 1u);
     l.buffer_read.push_back(w[5 + i] & 2u);
+    uint32_t kind = (w[5 + i] >> 2) & 3u;
+    if (kind > uint32_t(BindingKind::StorageTexelBuffer)) return std::nullopt;
+    l.binding_kind.push_back(BindingKind(kind));
+    l.texel_format.push_back(w[5 + i] >> 8);
   }
   shader.words.assign(w.begin() + 5 + l.buffers, w.end());
   if (shader.words[0] != 0x07230203u) return std::nullopt;  // SPIR-V magic
@@ -139,6 +146,16 @@ CompiledShader ShaderCompiler::compile_glsl(const std::string& name, const std::
 CompileStats ShaderCompiler::stats() const {
   std::lock_guard lock(mutex_);
   return stats_;
+}
+
+std::string disassemble_spirv(std::span<const uint32_t> words) {
+  std::string messages, text;
+  spvtools::SpirvTools tools(kTargetEnv);
+  tools.SetMessageConsumer(collect_into(&messages));
+  if (!tools.Disassemble(words.data(), words.size(), &text,
+                         SPV_BINARY_TO_TEXT_OPTION_FRIENDLY_NAMES | SPV_BINARY_TO_TEXT_OPTION_INDENT))
+    throw Error("vulkan: cannot disassemble SPIR-V: " + messages);
+  return text;
 }
 
 }  // namespace kiln::vulkan

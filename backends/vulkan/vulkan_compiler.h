@@ -43,8 +43,12 @@ class ShaderCompiler {
   CompileStats stats_;
 };
 
-// The kernel interface read from SPIR-V: storage-buffer bindings at set 0 (with readonly/writeonly),
-// push-constant block size and local size. Throws kiln::Error for descriptors kiln cannot bind.
+// The kernel interface read from SPIR-V: storage- and texel-buffer bindings at set 0 (readonly /
+// writeonly, a texel buffer's view format), push-constant block size and local size. Throws
+// kiln::Error for descriptors kiln cannot bind.
 ProgramLayout reflect_layout(const std::string& name, std::span<const uint32_t> words);
+// SPIR-V assembly text of `words` (spvBinaryToText, friendly names); throws kiln::Error when the
+// module cannot be disassembled.
+std::string disassemble_spirv(std::span<const uint32_t> words);
 
 }  // namespace kiln::vulkan

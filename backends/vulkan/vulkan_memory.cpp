@@ -208,7 +208,23 @@ MemoryStats MemoryAllocator::stats() const {
   return s;
 }
 
+VkBufferView BufferMemory::texel_view(VkDeviceSize offset, VkDeviceSize range, VkFormat format) {
+  std::lock_guard lock(views_mutex_);
+  auto key = std::tuple{offset, range, format};
+  if (auto it = views_.find(key); it != views_.end()) return it->second;
+  VkBufferViewCreateInfo info{VK_STRUCTURE_TYPE_BUFFER_VIEW_CREATE_INFO};
+  info.buffer = buffer;
+  info.format = format;
+  info.offset = offset;
+  info.range = range;
+  VkBufferView view;
+  check(vkCreateBufferView(device.handle(), &info, nullptr, &view), "vkCreateBufferView");
+  views_.emplace(key, view);
+  return view;
+}
+
 BufferMemory::~BufferMemory() {
+  for (const auto& [key, view] : views_) vkDestroyBufferView(device.handle(), view, nullptr);
   if (buffer) vkDestroyBuffer(device.handle(), buffer, nullptr);
   allocator.release(allocation);
 }
@@ -224,7 +240,8 @@ VulkanBuffer::VulkanBuffer(Device& device, MemoryAllocator& allocator, size_t by
                 " (maxStorageBufferRange); split the tensor or use a smaller batch");
   VkBufferCreateInfo info{VK_STRUCTURE_TYPE_BUFFER_CREATE_INFO};
   info.size = range_;
-  info.usage = VK_BUFFER_USAGE_STORAGE_BUFFER_BIT | VK_BUFFER_USAGE_TRANSFER_SRC_BIT |
+  info.usage = VK_BUFFER_USAGE_STORAGE_BUFFER_BIT | VK_BUFFER_USAGE_UNIFORM_TEXEL_BUFFER_BIT |
+               VK_BUFFER_USAGE_STORAGE_TEXEL_BUFFER_BIT | VK_BUFFER_USAGE_TRANSFER_SRC_BIT |
                VK_BUFFER_USAGE_TRANSFER_DST_BIT;
   info.sharingMode = VK_SHARING_MODE_EXCLUSIVE;
   // On a throw below, memory_'s destructor destroys whatever was created.

@@ -8,6 +8,7 @@
 #include <map>
 #include <memory>
 #include <mutex>
+#include <tuple>
 #include <vector>
 
 #include "backends/backend.h"
@@ -67,10 +68,18 @@ struct BufferMemory {
   BufferMemory(const BufferMemory&) = delete;
   BufferMemory& operator=(const BufferMemory&) = delete;
 
+  // The view texel-buffer bindings read through: [offset, offset + range) as `format`, made on first
+  // use and kept until the buffer goes (a queued launch holds the buffer, so its views live too).
+  VkBufferView texel_view(VkDeviceSize offset, VkDeviceSize range, VkFormat format);
+
   Device& device;
   MemoryAllocator& allocator;
   VkBuffer buffer = VK_NULL_HANDLE;
   Allocation allocation;
+
+ private:
+  std::mutex views_mutex_;
+  std::map<std::tuple<VkDeviceSize, VkDeviceSize, VkFormat>, VkBufferView> views_;
 };
 
 // A kiln buffer: its own VkBuffer bound to a range of a shared block.

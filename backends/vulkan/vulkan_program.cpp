@@ -15,7 +15,7 @@ namespace {
 // The few SPIR-V enumerants reflection needs (spirv.h values).
 enum Op : uint32_t {
   OpExecutionMode = 16, OpTypeInt = 21, OpTypeFloat = 22, OpTypeVector = 23, OpTypeMatrix = 24,
-  OpTypeArray = 28, OpTypeRuntimeArray = 29, OpTypeStruct = 30, OpTypePointer = 32,
+  OpTypeImage = 25, OpTypeSampledImage = 27, OpTypeArray = 28, OpTypeRuntimeArray = 29, OpTypeStruct = 30, OpTypePointer = 32,
   OpConstant = 43, OpVariable = 59, OpDecorate = 71, OpMemberDecorate = 72,
 };
 enum Decoration : uint32_t {
@@ -24,6 +24,8 @@ enum Decoration : uint32_t {
 };
 enum StorageClass : uint32_t { ScUniformConstant = 0, ScUniform = 2, ScPushConstant = 9, ScStorageBuffer = 12 };
 constexpr uint32_t kExecutionModeLocalSize = 17;
+constexpr uint32_t kDimBuffer = 5;
+
 
 struct Module {
   std::map<uint32_t, std::vector<uint32_t>> types;      // id -> the defining instruction
@@ -45,7 +47,8 @@ Module parse(const std::string& name, std::span<const uint32_t> words) {
     std::span<const uint32_t> in = words.subspan(i, count);
     switch (op) {
       case OpTypeInt: case OpTypeFloat: case OpTypeVector: case OpTypeMatrix: case OpTypeArray:
-      case OpTypeRuntimeArray: case OpTypeStruct: case OpTypePointer:
+      case OpTypeRuntimeArray: case OpTypeStruct: case OpTypePointer: case OpTypeImage:
+      case OpTypeSampledImage:
         m.types[in[1]] = std::vector<uint32_t>(in.begin(), in.end());
         break;
       case OpConstant:
@@ -68,6 +71,26 @@ Module parse(const std::string& name, std::span<const uint32_t> words) {
     i += count;
   }
   return m;
+}
+
+// The view format of a texel-buffer binding: the image's declared format (storage texel buffers),
+// else one 32-bit channel of the sampled type (samplerBuffer, isamplerBuffer, usamplerBuffer).
+uint32_t texel_format(const Module& m, const std::vector<uint32_t>& image) {
+  switch (image[8]) {  // SPIR-V ImageFormat
+    case 1: return VK_FORMAT_R32G32B32A32_SFLOAT;
+    case 3: return VK_FORMAT_R32_SFLOAT;
+    case 21: return VK_FORMAT_R32G32B32A32_SINT;
+    case 24: return VK_FORMAT_R32_SINT;
+    case 30: return VK_FORMAT_R32G32B32A32_UINT;
+    case 33: return VK_FORMAT_R32_UINT;
+    case 0: break;
+    default: return VK_FORMAT_UNDEFINED;
+  }
+  const auto& sampled = m.types.at(image[2]);
+  if ((sampled[0] & 0xffff) == OpTypeFloat && sampled[2] == 32) return VK_FORMAT_R32_SFLOAT;
+  if ((sampled[0] & 0xffff) == OpTypeInt && sampled[2] == 32)
+    return sampled[3] ? VK_FORMAT_R32_SINT : VK_FORMAT_R32_UINT;
+  return VK_FORMAT_UNDEFINED;
 }
 
 bool decorated(const Module& m, uint32_t id, uint32_t decoration) {
@@ -120,11 +143,22 @@ uint32_t type_size(const Module& m, uint32_t id) {
 
 }  // namespace
 
+VkDescriptorType descriptor_type(const ProgramLayout& layout, uint32_t binding) {
+  BindingKind kind = binding < layout.binding_kind.size() ? layout.binding_kind[binding] : BindingKind::StorageBuffer;
+  switch (kind) {
+    case BindingKind::UniformTexelBuffer: return VK_DESCRIPTOR_TYPE_UNIFORM_TEXEL_BUFFER;
+    case BindingKind::StorageTexelBuffer: return VK_DESCRIPTOR_TYPE_STORAGE_TEXEL_BUFFER;
+    case BindingKind::StorageBuffer: break;
+  }
+  return VK_DESCRIPTOR_TYPE_STORAGE_BUFFER;
+}
+
 ProgramLayout reflect_layout(const std::string& name, std::span<const uint32_t> words) {
   Module m = parse(name, words);
   ProgramLayout layout;
   layout.local_size = m.local_size;
   std::map<uint32_t, std::pair<bool, bool>> bindings;  // binding -> (read, written)
+  std::map<uint32_t, std::pair<BindingKind, uint32_t>> kinds;  // binding -> (kind, texel format)
   for (const auto& [pointer, id, storage] : m.variables) {
     if (storage != ScStorageBuffer && storage != ScUniform && storage != ScPushConstant &&
         storage != ScUniformConstant)
@@ -137,17 +171,36 @@ ProgramLayout reflect_layout(const std::string& name, std::span<const uint32_t> 
     }
     bool storage_buffer = storage == ScStorageBuffer ||
                           (storage == ScUniform && decorated(m, pointee, DecBufferBlock));
+    BindingKind kind = BindingKind::StorageBuffer;
+    uint32_t format = 0;
+    if (storage == ScUniformConstant) {
+      const auto* image = &m.types.at(pointee);
+      if (((*image)[0] & 0xffff) == OpTypeSampledImage) image = &m.types.at((*image)[2]);
+      if (((*image)[0] & 0xffff) == OpTypeImage && (*image)[3] == kDimBuffer) {
+        kind = (*image)[7] == 2 ? BindingKind::StorageTexelBuffer : BindingKind::UniformTexelBuffer;
+        format = texel_format(m, *image);
+        if (format == VK_FORMAT_UNDEFINED)
+          throw Error("vulkan: '" + name + "' declares a texel buffer whose format kiln cannot bind; " +
+                      "use one or four 32-bit channels (r32f, rgba32f, r32i, r32ui, ...)");
+        storage_buffer = true;
+      }
+    }
     if (!storage_buffer)
       throw Error("vulkan: '" + name + "' declares a uniform buffer, image or sampler; kiln kernels " +
-                  "take storage buffers and push constants only");
+                  "take storage buffers, texel buffers and push constants only");
     if (decoration_value(m, id, DecDescriptorSet, 0) != 0)
       throw Error("vulkan: '" + name + "' uses descriptor set " +
                   std::to_string(decoration_value(m, id, DecDescriptorSet, 0)) +
                   "; kiln binds every buffer at set 0");
     uint32_t binding = decoration_value(m, id, DecBinding, 0);
     bool is_struct = (m.types.at(pointee)[0] & 0xffff) == OpTypeStruct;
-    bool readonly = decorated(m, id, DecNonWritable) || (is_struct && all_members(m, pointee, DecNonWritable));
+    bool readonly = kind == BindingKind::UniformTexelBuffer || decorated(m, id, DecNonWritable) ||
+                    (is_struct && all_members(m, pointee, DecNonWritable));
     bool writeonly = decorated(m, id, DecNonReadable) || (is_struct && all_members(m, pointee, DecNonReadable));
+    auto [it, fresh] = kinds.emplace(binding, std::pair{kind, format});
+    if (!fresh && it->second != std::pair{kind, format})
+      throw Error("vulkan: '" + name + "' declares binding " + std::to_string(binding) +
+                  " twice with different descriptor types or formats");
     auto& access = bindings[binding];
     access.first |= !writeonly;
     access.second |= !readonly;
@@ -155,6 +208,12 @@ ProgramLayout reflect_layout(const std::string& name, std::span<const uint32_t> 
   if (!bindings.empty()) layout.buffers = bindings.rbegin()->first + 1;
   layout.buffer_read.assign(layout.buffers, false);
   layout.buffer_written.assign(layout.buffers, false);
+  layout.binding_kind.assign(layout.buffers, BindingKind::StorageBuffer);
+  layout.texel_format.assign(layout.buffers, 0);
+  for (const auto& [binding, kind] : kinds) {
+    layout.binding_kind[binding] = kind.first;
+    layout.texel_format[binding] = kind.second;
+  }
   for (const auto& [binding, access] : bindings) {
     layout.buffer_read[binding] = access.first;
     layout.buffer_written[binding] = access.second;
@@ -171,10 +230,17 @@ ComputeProgram::ComputeProgram(Device& device, VkPipelineCache cache, std::strin
     throw Error("vulkan: '" + name_ + "' has " + std::to_string(layout_.push_constant_bytes) +
                 " bytes of push constants; " + device.name() + " allows " +
                 std::to_string(limits.maxPushConstantsSize));
-  if (layout_.buffers > limits.maxPerStageDescriptorStorageBuffers)
-    throw Error("vulkan: '" + name_ + "' binds " + std::to_string(layout_.buffers) +
-                " storage buffers; " + device.name() + " allows " +
-                std::to_string(limits.maxPerStageDescriptorStorageBuffers) + " per stage");
+  uint32_t counts[3] = {0, 0, 0};  // by BindingKind
+  for (uint32_t i = 0; i < layout_.buffers; ++i)
+    ++counts[i < layout_.binding_kind.size() ? size_t(layout_.binding_kind[i]) : 0];
+  const std::pair<const char*, uint32_t> allowed[3] = {
+      {"storage buffers", limits.maxPerStageDescriptorStorageBuffers},
+      {"uniform texel buffers", limits.maxPerStageDescriptorSampledImages},
+      {"storage texel buffers", limits.maxPerStageDescriptorStorageImages}};
+  for (size_t kind = 0; kind < 3; ++kind)
+    if (counts[kind] > allowed[kind].second)
+      throw Error("vulkan: '" + name_ + "' binds " + std::to_string(counts[kind]) + " " + allowed[kind].first +
+                  "; " + device.name() + " allows " + std::to_string(allowed[kind].second) + " per stage");
 
   uint64_t invocations = 1;
   for (int i = 0; i < 3; ++i) {
@@ -193,7 +259,7 @@ ComputeProgram::ComputeProgram(Device& device, VkPipelineCache cache, std::strin
   try {
     std::vector<VkDescriptorSetLayoutBinding> bindings(layout_.buffers);
     for (uint32_t i = 0; i < layout_.buffers; ++i)
-      bindings[i] = {i, VK_DESCRIPTOR_TYPE_STORAGE_BUFFER, 1, VK_SHADER_STAGE_COMPUTE_BIT, nullptr};
+      bindings[i] = {i, descriptor_type(layout_, i), 1, VK_SHADER_STAGE_COMPUTE_BIT, nullptr};
     VkDescriptorSetLayoutCreateInfo set_info{VK_STRUCTURE_TYPE_DESCRIPTOR_SET_LAYOUT_CREATE_INFO};
     set_info.bindingCount = layout_.buffers;
     set_info.pBindings = bindings.data();

@@ -1,4 +1,4 @@
-// A compute pipeline with its descriptor-set layout (N storage buffers) and push-constant range.
+// A compute pipeline with its descriptor-set layout (N storage or texel buffers) and push-constant range.
 #pragma once
 
 #include <vulkan/vulkan.h>
@@ -11,6 +11,9 @@
 #include "backends/vulkan/vulkan_device.h"
 
 namespace kiln::vulkan {
+
+// The descriptor type binding `binding` of `layout` takes.
+VkDescriptorType descriptor_type(const ProgramLayout& layout, uint32_t binding);
 
 class ComputeProgram : public VulkanProgram {
  public:

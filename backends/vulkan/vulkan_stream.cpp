@@ -141,11 +141,14 @@ VkDescriptorSet CommandStream::allocate_set(Batch& batch, VkDescriptorSetLayout 
   VkDevice d = device_.handle();
   for (;; ++batch.current_pool) {
     if (batch.current_pool == batch.descriptor_pools.size()) {
-      VkDescriptorPoolSize size{VK_DESCRIPTOR_TYPE_STORAGE_BUFFER, kDescriptorsPerPool};
+      const VkDescriptorPoolSize sizes[] = {
+          {VK_DESCRIPTOR_TYPE_STORAGE_BUFFER, kDescriptorsPerPool},
+          {VK_DESCRIPTOR_TYPE_UNIFORM_TEXEL_BUFFER, kDescriptorsPerPool},
+          {VK_DESCRIPTOR_TYPE_STORAGE_TEXEL_BUFFER, kDescriptorsPerPool}};
       VkDescriptorPoolCreateInfo info{VK_STRUCTURE_TYPE_DESCRIPTOR_POOL_CREATE_INFO};
       info.maxSets = kSetsPerPool;
-      info.poolSizeCount = 1;
-      info.pPoolSizes = &size;
+      info.poolSizeCount = 3;
+      info.pPoolSizes = sizes;
       VkDescriptorPool pool;
       check(vkCreateDescriptorPool(d, &info, nullptr, &pool), "vkCreateDescriptorPool");
       batch.descriptor_pools.push_back(pool);
@@ -177,6 +180,26 @@ VkQueryPool CommandStream::query_pool_for(Batch& batch, size_t launch_index) {
     ++batch.query_pools_reset;
   }
   return batch.query_pools[pool];
+}
+
+VkBufferView CommandStream::texel_view(const std::string& name, size_t binding, const VulkanBuffer& buffer,
+                                       VkDeviceSize offset, VkFormat format) {
+  const auto& limits = device_.properties().limits;
+  const VkDeviceSize texel = format == VK_FORMAT_R32G32B32A32_SFLOAT || format == VK_FORMAT_R32G32B32A32_SINT ||
+                                     format == VK_FORMAT_R32G32B32A32_UINT
+                                 ? 16
+                                 : 4;
+  if (offset % limits.minTexelBufferOffsetAlignment != 0)
+    throw Error("vulkan: launch of '" + name + "' reads buffer " + std::to_string(binding) +
+                " as a texel buffer at offset " + std::to_string(offset) + ", not a multiple of the device's " +
+                std::to_string(limits.minTexelBufferOffsetAlignment) + "-byte texel-buffer alignment");
+  const VkDeviceSize range = (buffer.range() - offset) / texel * texel;
+  if (range / texel > limits.maxTexelBufferElements)
+    throw Error("vulkan: launch of '" + name + "' reads buffer " + std::to_string(binding) + " (" +
+                std::to_string(range / texel) + " elements) as a texel buffer; " + device_.name() +
+                " allows " + std::to_string(limits.maxTexelBufferElements) +
+                " (maxTexelBufferElements): split the tensor");
+  return buffer.memory()->texel_view(offset, range, format);
 }
 
 void CommandStream::record(Batch& batch, const Launch& launch) {
@@ -245,16 +268,22 @@ void CommandStream::record(Batch& batch, const Launch& launch) {
   if (layout.buffers > 0) {
     VkDescriptorSet set = allocate_set(batch, program->set_layout());
     std::vector<VkDescriptorBufferInfo> infos(buffers.size());
+    std::vector<VkBufferView> views(buffers.size());
     std::vector<VkWriteDescriptorSet> writes(buffers.size());
     for (size_t i = 0; i < buffers.size(); ++i) {
       VkDeviceSize offset = launch.offsets.empty() ? 0 : launch.offsets[i];
-      infos[i] = {buffers[i]->handle(), offset, buffers[i]->range() - offset};
       writes[i] = {VK_STRUCTURE_TYPE_WRITE_DESCRIPTOR_SET};
       writes[i].dstSet = set;
       writes[i].dstBinding = uint32_t(i);
       writes[i].descriptorCount = 1;
-      writes[i].descriptorType = VK_DESCRIPTOR_TYPE_STORAGE_BUFFER;
-      writes[i].pBufferInfo = &infos[i];
+      writes[i].descriptorType = descriptor_type(layout, uint32_t(i));
+      if (writes[i].descriptorType == VK_DESCRIPTOR_TYPE_STORAGE_BUFFER) {
+        infos[i] = {buffers[i]->handle(), offset, buffers[i]->range() - offset};
+        writes[i].pBufferInfo = &infos[i];
+      } else {
+        views[i] = texel_view(name, i, *buffers[i], offset, VkFormat(layout.texel_format[i]));
+        writes[i].pTexelBufferView = &views[i];
+      }
     }
     vkUpdateDescriptorSets(device_.handle(), uint32_t(writes.size()), writes.data(), 0, nullptr);
     vkCmdBindDescriptorSets(cmd, VK_PIPELINE_BIND_POINT_COMPUTE, program->pipeline_layout(), 0, 1,

@@ -14,6 +14,8 @@
 
 namespace kiln::vulkan {
 
+class VulkanBuffer;
+
 // Launches outside recording go into an eager batch, submitted at sync() or once it holds
 // kEagerBatchLaunches launches (then the next launches record into a second batch while the first
 // runs); launches between begin_recording() and end_recording() go into a batch that replay()
@@ -41,6 +43,10 @@ class CommandStream : public VulkanStream {
   void submit(Batch& batch);
   void wait(Batch& batch);
   void record(Batch& batch, const Launch& launch);
+  // The view a texel-buffer binding reads `buffer` through from `offset` on; throws kiln::Error past
+  // the device's texel-buffer alignment or size limits.
+  VkBufferView texel_view(const std::string& name, size_t binding, const VulkanBuffer& buffer,
+                          VkDeviceSize offset, VkFormat format);
   VkDescriptorSet allocate_set(Batch& batch, VkDescriptorSetLayout layout);
   VkQueryPool query_pool_for(Batch& batch, size_t launch_index);
 

@@ -7,6 +7,7 @@
 #include <array>
 #include <chrono>
 #include <cstring>
+#include <set>
 
 #include "core/support/log.h"
 
@@ -147,10 +148,21 @@ std::optional<MatmulProblem> gemm_problem(const OpRun& run) {
   return p;
 }
 
-// The launch of one tile variant; nullopt when the grid exceeds the dispatch limits.
-std::optional<TemplateLaunch> matmul_launch(const MatmulProblem& problem, const MatmulTile& tile,
-                                            int n_inputs) {
+// Whether the vec4 variant can run the problem: A row-major, and every row start and batch offset
+// of A and B on a whole vec4 (K, and N unless B is transposed, multiples of 4).
+bool vec4_fits(const MatmulProblem& p, const MatmulTile& t) {
+  if (t.shared || p.trans_a || p.k % 4 != 0) return false;
+  if (!p.trans_b && (p.n % 4 != 0 || t.tn % 4 != 0)) return false;
+  for (int64_t stride : {p.a_batch0, p.a_batch1, p.b_batch0, p.b_batch1})
+    if (stride % 4 != 0) return false;
+  return true;
+}
+
+// The launch of one tile variant; nullopt when the grid exceeds the dispatch limits. A vec4 tile
+// the problem does not allow runs with scalar loads.
+std::optional<TemplateLaunch> matmul_launch(const MatmulProblem& problem, MatmulTile tile, int n_inputs) {
   const MatmulProblem* p = &problem;
+  if (tile.vec4 && !vec4_fits(problem, tile)) tile.vec4 = false;
   const int64_t batch = p->batch0 * p->batch1;
   const int64_t groups_x = (p->n + tile.bn - 1) / tile.bn, groups_y = (p->m + tile.bm - 1) / tile.bm;
   if (groups_x > 65535 || groups_y > 65535 || batch > 65535) return std::nullopt;
@@ -199,12 +211,15 @@ std::string shape_class(const MatmulProblem& p) {
 MatmulTile default_matmul_tile(const DeviceCaps& caps) {
   MatmulTile t;
   if (caps.is_cpu) {
-    // Measured on lavapipe 22.3 (kiln-bench tiles, BENCHMARKS.md): every buffer or shared load is a
-    // per-lane scalar loop there, so the biggest register tile (fewest loads per FMA) wins and
-    // staging through shared memory only adds loads and barriers.
+    // Measured on lavapipe 22.3 (kiln-bench tiles, BENCHMARKS.md): a storage-buffer or shared load
+    // is a per-lane scalar loop there, a texel-buffer read a gather, so A and B are read as rgba32f
+    // texels (4 floats per gather) into the biggest register tile; staging through shared memory
+    // only adds loads and barriers.
     t.tm = 8;
     t.tn = 8;
     t.shared = false;
+    t.texel = true;
+    t.vec4 = true;
   }
   while ((t.bm / t.tm) * (t.bn / t.tn) > int(caps.max_workgroup_invocations) && t.bm > t.tm) t.bm /= 2;
   return t;
@@ -228,24 +243,43 @@ std::string matmul_source(const MatmulTile& t, bool trans_a, bool trans_b, bool 
   define("TRANS_B", trans_b);
   define("HAS_C", has_c);
   define("USE_SHARED", t.shared);
+  define("TEXEL", t.texel);
+  define("VEC4", t.vec4 && !t.shared);
   s += "#line 1\n";
   s += kMatmulTemplate;
   return s;
 }
 
+std::vector<MatmulTile> matmul_bench_tiles() {
+  using Shape = std::array<int, 4>;  // bm, bn, tm, tn
+  std::vector<MatmulTile> tiles;
+  // Scalar storage-buffer loads, direct and through shared memory (the GPU default is here).
+  for (auto [bm, bn, tm, tn] : std::vector<Shape>{{32, 32, 4, 4}, {64, 64, 4, 4}, {64, 64, 8, 4},
+                                                  {64, 64, 8, 8}, {32, 64, 4, 8}, {16, 64, 2, 8}})
+    for (bool shared : {false, true}) tiles.push_back({bm, bn, 16, tm, tn, shared});
+  // Texel-buffer reads, scalar and vec4 (lavapipe's fastest, BENCHMARKS.md), and vec4 storage loads.
+  for (auto [bm, bn, tm, tn] : std::vector<Shape>{{64, 64, 8, 8}, {32, 64, 4, 8}})
+    tiles.push_back({bm, bn, 16, tm, tn, false, true, false});
+  tiles.push_back({64, 64, 16, 4, 4, true, true, false});
+  for (auto [bm, bn, tm, tn] : std::vector<Shape>{{64, 64, 8, 4}, {64, 64, 8, 8}, {32, 64, 8, 8},
+                                                  {128, 64, 16, 8}, {64, 128, 8, 16}})
+    tiles.push_back({bm, bn, 16, tm, tn, false, true, true});
+  for (auto [bm, bn, tm, tn] : std::vector<Shape>{{64, 64, 8, 8}, {128, 64, 16, 8}})
+    tiles.push_back({bm, bn, 16, tm, tn, false, false, true});
+  return tiles;
+}
+
 std::vector<MatmulTile> matmul_tile_candidates(const DeviceCaps& caps) {
   std::vector<MatmulTile> tiles;
-  for (bool shared : {false, true})
-    for (auto [bm, bn, tm, tn] : std::vector<std::array<int, 4>>{
-             {32, 32, 4, 4}, {64, 64, 4, 4}, {64, 64, 8, 4}, {64, 64, 8, 8}, {32, 64, 4, 8}, {16, 64, 2, 8}})
-      if ((bm / tm) * (bn / tn) <= int(caps.max_workgroup_invocations))
-        tiles.push_back({bm, bn, 16, tm, tn, shared});
+  for (const MatmulTile& t : matmul_bench_tiles())
+    if ((t.bm / t.tm) * (t.bn / t.tn) <= int(caps.max_workgroup_invocations)) tiles.push_back(t);
   return tiles;
 }
 
 std::string describe(const MatmulTile& t) {
   return "bm=" + std::to_string(t.bm) + " bn=" + std::to_string(t.bn) + " bk=" + std::to_string(t.bk) +
-         " tm=" + std::to_string(t.tm) + " tn=" + std::to_string(t.tn) + " shared=" + std::to_string(t.shared);
+         " tm=" + std::to_string(t.tm) + " tn=" + std::to_string(t.tn) + " shared=" + std::to_string(t.shared) +
+         " texel=" + std::to_string(t.texel) + " vec4=" + std::to_string(t.vec4);
 }
 
 MatmulTile MatmulAutotuner::choose(
@@ -263,10 +297,10 @@ MatmulTile MatmulAutotuner::choose(
               how + ")");
     return t;
   };
-  if (auto bytes = disk_.load("autotune", key); bytes && bytes->size() == 6 * sizeof(int32_t)) {
-    int32_t v[6];
+  if (auto bytes = disk_.load("autotune", key); bytes && bytes->size() == 8 * sizeof(int32_t)) {
+    int32_t v[8];
     std::memcpy(v, bytes->data(), sizeof v);
-    MatmulTile t{v[0], v[1], v[2], v[3], v[4], v[5] != 0};
+    MatmulTile t{v[0], v[1], v[2], v[3], v[4], v[5] != 0, v[6] != 0, v[7] != 0};
     for (const MatmulTile& c : candidates)
       if (describe(c) == describe(t) && launch_for(t)) {
         ++stats_.disk_hits;
@@ -288,9 +322,10 @@ MatmulTile MatmulAutotuner::choose(
   MatmulTile best = fallback;
   double best_s = 1e300, default_s = -1;
   std::string table;
+  std::set<std::string> timed;  // sources: a vec4 tile the problem does not allow repeats a scalar one
   for (const MatmulTile& t : candidates) {
     std::optional<TemplateLaunch> launch = launch_for(t);
-    if (!launch) continue;
+    if (!launch || !timed.insert(launch->source).second) continue;
     std::unique_ptr<Program> program = backend_.compile({launch->name, "glsl", launch->source});
     Launch l{program.get(), buffers, {}, launch->push_constants, launch->groups};
     stream->launch(l);  // warm-up: first-run costs (pipeline creation, page faults) are not the tile's
@@ -311,7 +346,8 @@ MatmulTile MatmulAutotuner::choose(
   }
   log::debug("max-autotune: timings for matmul " + shape_class + ":" + table);
   ++stats_.timed;
-  const int32_t v[6] = {best.bm, best.bn, best.bk, best.tm, best.tn, best.shared ? 1 : 0};
+  const int32_t v[8] = {best.bm, best.bn, best.bk, best.tm, best.tn, best.shared ? 1 : 0,
+                        best.texel ? 1 : 0, best.vec4 ? 1 : 0};
   disk_.store("autotune", key, std::span(reinterpret_cast<const uint8_t*>(v), sizeof v));
   return remember(best, "timed " + std::to_string(best_s * 1e3) + " ms, default tile " +
                             (default_s < 0 ? std::string("not a candidate")

@@ -18,6 +18,10 @@ struct MatmulTile {
   int bm = 64, bn = 64, bk = 16;  // workgroup tile and K stage
   int tm = 4, tn = 4;             // register tile of one invocation
   bool shared = true;             // stage through shared memory
+  bool texel = false;             // read A and B through texel buffers (gathers on lavapipe)
+  // Direct loads of 4 floats at once; problems whose sizes or layout do not allow it (transposed
+  // A, K or N not a multiple of 4) run the same tile with scalar loads.
+  bool vec4 = false;
 };
 
 class MatmulAutotuner;
@@ -32,8 +36,8 @@ struct TemplateOptions {
   MatmulAutotuner* autotuner = nullptr;
 };
 
-// The tiles max-autotune times: kiln-bench's set, with and without shared memory, minus those whose
-// workgroup exceeds the device's invocation limit.
+// The tiles max-autotune times: kiln-bench's set minus those whose workgroup exceeds the device's
+// invocation limit.
 std::vector<MatmulTile> matmul_tile_candidates(const DeviceCaps& caps);
 std::string describe(const MatmulTile& tile);
 
@@ -67,12 +71,14 @@ class MatmulAutotuner {
   AutotuneStats stats_;
 };
 
-// The tile the template uses on a device: shared-memory tiles on GPUs, direct loads with a large
-// register tile on CPU devices (lavapipe), where shared memory is plain cache and barriers cost.
+// The tile the template uses on a device: shared-memory tiles on GPUs; on CPU devices (lavapipe),
+// direct vec4 texel-buffer reads into a large register tile (shared memory is plain cache there).
 MatmulTile default_matmul_tile(const DeviceCaps& caps);
 
 // The matmul template's source for one variant: #version and the defines, then shaders/matmul.comp.
 std::string matmul_source(const MatmulTile& tile, bool trans_a, bool trans_b, bool has_c);
+// The tiles kiln-bench's `tiles` command times, and max-autotune's candidates before the device filter.
+std::vector<MatmulTile> matmul_bench_tiles();
 
 // The planner KernelRunner calls before lowering an op.
 TemplatePlanner glsl_template_planner(const TemplateOptions& options = {});

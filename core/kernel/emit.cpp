@@ -129,6 +129,19 @@ class Printer {
     origins_.push_back(origins);
   }
 
+  // GLSL reads 32-bit inputs through uniform texel buffers: lavapipe turns a storage-buffer load
+  // into a loop over the SIMD lanes but a texelFetch into one gather (BENCHMARKS.md, Vulkan).
+  // Kernels with 16-bit float buffers keep storage loads: on lavapipe 22.3 a texel-fetched f32
+  // converted to f16 rounded unlike the reference (conformance cast_f32_to_f16).
+  bool texel_input(size_t slot) const {
+    const BufferSlot& b = k_.buffers.at(slot);
+    if (!glsl(d_) || !o_.texel_reads || b.output || (b.dtype != DType::F32 && b.dtype != DType::I32))
+      return false;
+    for (const BufferSlot& other : k_.buffers)
+      if (other.dtype == DType::F16 || other.dtype == DType::BF16) return false;
+    return true;
+  }
+
   bool uses(DType t) const {
     for (const BufferSlot& b : k_.buffers)
       if (b.dtype == t) return true;
@@ -179,6 +192,11 @@ class Printer {
     for (size_t i = 0; i < k_.buffers.size(); ++i) {
       const BufferSlot& b = k_.buffers[i];
       std::string n = std::to_string(i);
+      if (texel_input(i)) {
+        line("layout(binding = " + n + ") uniform " + (b.dtype == DType::I32 ? "isamplerBuffer" : "samplerBuffer") +
+             " b" + n + ";");
+        continue;
+      }
       line("layout(std430, binding = " + n + ") " + (b.output ? "writeonly" : "readonly") +
            " buffer B" + n + " { " + storage_type(b.dtype, d_) + " b" + n + "[]; };");
     }
@@ -316,7 +334,9 @@ class Printer {
       case ExprKind::Accumulator: context_ = saved; return compute_type(e->type, d_) + "(acc)";
       case ExprKind::Load: {
         std::string off = value(e->args[0]);
-        text = load_text(e->type, "b" + std::to_string(e->index) + "[" + off + "]", d_);
+        std::string b = "b" + std::to_string(e->index);
+        text = texel_input(size_t(e->index)) ? "texelFetch(" + b + ", " + off + ").x"
+                                             : load_text(e->type, b + "[" + off + "]", d_);
         break;
       }
       case ExprKind::Op: text = op_text(*e); break;

@@ -21,6 +21,10 @@ struct EmitOptions {
   // translation unit (emit_prelude_for() gives that shared text).
   bool standalone = true;
   std::string entry = "";  // CUDA function name ("" = cuda_entry_name())
+  // GLSL: read 32-bit inputs through uniform texel buffers. For software Vulkan devices
+  // (DeviceCaps::is_cpu, lavapipe), whose storage-buffer loads are per-lane loops but whose
+  // texelFetch is one gather; GPUs keep storage loads, which have no maxTexelBufferElements cap.
+  bool texel_reads = false;
   // Text for a graph node id in origin comments, e.g. "%7 add @ model.cpp:12 [encoder.0]".
   std::function<std::string(int)> describe_origin;
 };

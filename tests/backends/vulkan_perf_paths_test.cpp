@@ -182,11 +182,18 @@ INSTANTIATE_TEST_SUITE_P(
     ::testing::Values(vulkan::MatmulTile{64, 64, 16, 4, 4, true},   // shared memory, GPU default
                       vulkan::MatmulTile{64, 64, 16, 8, 4, true},   // shared, taller register tile
                       vulkan::MatmulTile{32, 32, 16, 4, 4, false},  // direct loads (CPU devices)
-                      vulkan::MatmulTile{64, 64, 16, 8, 8, false}),
+                      vulkan::MatmulTile{64, 64, 16, 8, 8, false},
+                      // Texel-buffer reads and vec4 loads; vec4 falls back to scalar loads where
+                      // K or N is not a multiple of 4 or A is transposed, so both paths run here.
+                      vulkan::MatmulTile{64, 64, 16, 4, 4, true, true, false},
+                      vulkan::MatmulTile{64, 64, 16, 8, 8, false, true, false},
+                      vulkan::MatmulTile{64, 64, 16, 8, 8, false, false, true},
+                      vulkan::MatmulTile{32, 64, 16, 4, 8, false, true, true}),
     [](const auto& info) {
       const vulkan::MatmulTile& t = info.param;
       return std::string(t.shared ? "shared" : "direct") + "_" + std::to_string(t.bm) + "x" +
-             std::to_string(t.bn) + "_" + std::to_string(t.tm) + "x" + std::to_string(t.tn);
+             std::to_string(t.bn) + "_" + std::to_string(t.tm) + "x" + std::to_string(t.tn) +
+             (t.texel ? "_texel" : "") + (t.vec4 ? "_vec4" : "");
     });
 
 // Through the public API: the backend's own runner picks the template for a big enough f32 matmul

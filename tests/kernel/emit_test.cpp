@@ -69,6 +69,20 @@ TEST(Emit, EveryLineOfTheKernelBodyCarriesAnOrigin) {
   }
 }
 
+// Texel-buffer reads are a software-device choice: GLSL asks for them explicitly, CUDA never has them.
+TEST(Emit, TexelReadsOnlyWhenAskedForInGlsl) {
+  const LoweredOp op = lower_add();
+  const Kernel& k = op.steps[0].kernel.kernel;
+  EmitOptions o = options();
+  EXPECT_EQ(emit(k, o).source.find("texelFetch"), std::string::npos);
+  o.texel_reads = true;
+  const std::string texel = emit(k, o).source;
+  EXPECT_NE(texel.find("texelFetch"), std::string::npos) << texel;
+  EXPECT_NE(texel.find("samplerBuffer"), std::string::npos) << texel;
+  o.dialect = Dialect::Cuda;
+  EXPECT_EQ(emit(k, o).source.find("texelFetch"), std::string::npos);
+}
+
 TEST(Emit, KernelTextDoesNotDependOnSizes) {
   auto lower_at = [](int64_t rows) {
     std::vector<TensorType> in = {{DType::F32, {SymInt(rows), SymInt(3)}}, {DType::F32, {SymInt(3)}}};
