@@ -155,6 +155,7 @@ class CudaBackend : public Backend {
     d.cuDeviceGetAttribute(&major, kAttrComputeMajor, ctx_.device());
     d.cuDeviceGetAttribute(&minor, kAttrComputeMinor, ctx_.device());
     arch_ = "compute_" + std::to_string(major * 10 + minor);
+    d.cuDriverGetVersion(&driver_version_);
     name_ = name_of(d, ctx_.device());
     caps_ = caps_of(d, ctx_.device());
   }
@@ -180,12 +181,12 @@ class CudaBackend : public Backend {
   std::unique_ptr<Program> compile(const ProgramSource& source) override {
     if (source.language != "cuda")
       throw Error("cuda: cannot compile '" + source.name + "' written in '" + source.language + "'");
-    PtxResult ptx = Nvrtc::get().compile(source.name, source.text, arch_);
+    const std::string ptx = cached_ptx(source.name, source.text, arch_, driver_version_);
     std::smatch m;
     static const std::regex entry(R"(__launch_bounds__\((\d+)\)\s+(\w+)\()");
     if (!std::regex_search(source.text, m, entry))
       throw Error("cuda: kernel " + source.name + " has no __launch_bounds__ entry point");
-    return std::make_unique<CudaProgram>(ctx_, ptx.ptx, m[2].str(), unsigned(std::stoul(m[1].str())));
+    return std::make_unique<CudaProgram>(ctx_, ptx, m[2].str(), unsigned(std::stoul(m[1].str())));
   }
   std::unique_ptr<Stream> create_stream() override { return std::make_unique<CudaStream>(ctx_); }
 
@@ -199,6 +200,7 @@ class CudaBackend : public Backend {
   int index_;
   Context ctx_;
   std::string arch_, name_;
+  int driver_version_ = 0;
   DeviceCaps caps_;
   KernelRunner runner_{*this, kernel::Dialect::Cuda};
 };

@@ -6,7 +6,10 @@
 
 #include <cstdlib>
 #include <mutex>
+#include <optional>
+#include <span>
 
+#include "core/runtime/disk_cache.h"
 #include "core/support/error.h"
 
 namespace kiln::cuda {
@@ -130,6 +133,24 @@ PtxResult Nvrtc::compile(const std::string& name, const std::string& source, con
   if (!result.ptx.empty() && result.ptx.back() == '\0') result.ptx.pop_back();
   api_->DestroyProgram(&program);
   return result;
+}
+
+std::string ptx_cache_key(const std::string& source, const std::string& arch, int nvrtc_version,
+                          int driver_version) {
+  return "cuda ptx " + arch + " nvrtc " + std::to_string(nvrtc_version) + " driver " +
+         std::to_string(driver_version) + "\n" + source;
+}
+
+std::string cached_ptx(const std::string& name, const std::string& source, const std::string& arch,
+                       int driver_version) {
+  const Nvrtc& nvrtc = Nvrtc::get();
+  const DiskCache cache = DiskCache::from_env();
+  const std::string key = ptx_cache_key(source, arch, nvrtc.version(), driver_version);
+  if (std::optional<std::vector<uint8_t>> hit = cache.load("ptx", key))
+    return std::string(hit->begin(), hit->end());
+  std::string ptx = nvrtc.compile(name, source, arch).ptx;
+  cache.store("ptx", key, std::span(reinterpret_cast<const uint8_t*>(ptx.data()), ptx.size()));
+  return ptx;
 }
 
 std::string cuda_include_dir() {

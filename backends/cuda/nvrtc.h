@@ -32,6 +32,14 @@ class Nvrtc {
   Api* api_;
 };
 
+// PTX for `source` from the disk cache (core/runtime/disk_cache.h, kind "ptx"), else compiled by NVRTC
+// and stored. The key is the source text, the architecture, NVRTC's version and the driver's version
+// (0 when unknown), so a new toolkit or driver misses instead of loading stale PTX.
+std::string ptx_cache_key(const std::string& source, const std::string& arch, int nvrtc_version,
+                          int driver_version);
+std::string cached_ptx(const std::string& name, const std::string& source, const std::string& arch,
+                       int driver_version);
+
 // The CUDA toolkit's include directory (for cuda_fp16.h): $CUDA_HOME/include or /usr/local/cuda/include;
 // empty when not found.
 std::string cuda_include_dir();

@@ -10,6 +10,7 @@
 #include <set>
 
 #include "core/frontend/guards.h"
+#include "core/frontend/lazy.h"
 #include "core/frontend/nn/module.h"
 #include "core/frontend/scope.h"
 #include "core/frontend/tracer.h"
@@ -17,7 +18,9 @@
 #include "core/passes/pass.h"
 #include "core/runtime/disk_cache.h"
 #include "core/support/log.h"
+#include "core/runtime/planned_program.h"
 #include "core/trace/bundle.h"
+#include "core/trace/program_bundle.h"
 
 namespace kiln::compile_detail {
 
@@ -66,7 +69,8 @@ Shape traced_dims(const Tensor& t, const std::vector<bool>& symbolic, int* next_
 
 struct Entry {
   EntryGuards guards;
-  std::unique_ptr<DeviceProgram> program;  // null: fn broke the graph and runs eagerly
+  std::unique_ptr<DeviceProgram> program;  // null: fn broke the graph and runs in lazy mode
+  std::unique_ptr<LazySegments> lazy;      // the compiled segments between its breaks
   std::string break_location;
 };
 
@@ -92,7 +96,18 @@ struct Engine::State {
                           Trace& trace, const Device& device);
   std::vector<std::vector<bool>> choose_symbolic(std::span<const ArgView> args,
                                                  std::string* reason);
+  std::vector<Tensor> run_lazy(Entry& entry, EagerFn eager);
 };
+
+std::vector<Tensor> Engine::State::run_lazy(Entry& entry, EagerFn eager) {
+  ++stats.lazy_calls;
+  const LazyStats before = entry.lazy->stats();
+  std::vector<Tensor> out = entry.lazy->run(eager);
+  stats.segments_compiled += entry.lazy->stats().segments_compiled - before.segments_compiled;
+  stats.segment_runs += entry.lazy->stats().segment_runs - before.segment_runs;
+  if (entry.lazy->last_program()) stats.program = *entry.lazy->last_program();
+  return out;
+}
 
 Engine::Engine(CompileOptions options, std::string name) : state_(std::make_unique<State>()) {
   state_->options = std::move(options);
@@ -127,10 +142,7 @@ std::vector<Tensor> Engine::call(std::span<const ArgView> args, TraceFn trace, E
       continue;
     }
     ++s.stats.cache_hits;
-    if (!entry.program) {
-      ++s.stats.eager_calls;
-      return eager();
-    }
+    if (!entry.program) return s.run_lazy(entry, eager);
     return entry.program->run(entry.guards.program_inputs(args, modules));
   }
 
@@ -270,22 +282,31 @@ EntryGuards Engine::State::make_guards(std::span<const ArgView> args,
   return g;
 }
 
-// The trace bundle kiln-debug opens: IR after each pass, kernels with their source lines, guards and
-// recompile reasons. One directory per compile: DIR/<name>_<N>/.
-void write_debug_bundle(const std::string& dir, const std::string& name, const Device& device,
-                        const Trace& traced, const std::vector<PassRecord>& passes,
-                        const CompileStats& stats) {
-  trace::MakeBundleOptions bundle_options;
-  bundle_options.name = name;
-  trace::Bundle bundle = trace::make_bundle(traced.graph, bundle_options);
+// The trace bundle kiln-debug opens: IR after each pass, the kernels that ran with their source
+// lines, SPIR-V, memory plan and device times (a planned program; the interpreter's programs get one
+// kernel per node), guards and recompile reasons. One directory per compile: DIR/<name>_<N>/.
+void write_debug_bundle(const std::string& dir, const std::string& name, int compile_index,
+                        const Device& device, const Trace& traced, const std::vector<PassRecord>& passes,
+                        const CompileStats& stats, const DeviceProgram* program,
+                        const std::vector<LaunchTiming>& timings) {
+  trace::Bundle bundle;
+  if (const auto* planned = dynamic_cast<const PlannedProgram*>(program)) {
+    bundle = trace::make_program_bundle(traced.graph, *planned, timings, {.name = name});
+  } else {
+    trace::MakeBundleOptions bundle_options;
+    bundle_options.name = name;
+    bundle = trace::make_bundle(traced.graph, bundle_options);
+  }
   bundle.device = device.name();
+  // The per-pass records replace the bundle's one "input" entry (which shows the final graph).
+  if (!passes.empty()) bundle.passes.clear();
   trace::record_passes(bundle, passes);
   std::vector<ShapeGuard> decisions;
   for (const DecisionGuard& d : traced.decisions) decisions.push_back(d.guard);
   trace::record_guards(bundle, decisions);
   for (const std::string& reason : stats.recompile_reasons) bundle.recompiles.push_back({reason, "", 0});
   for (const std::string& where : stats.graph_break_locations) bundle.graph_breaks.push_back({where, "", 0});
-  std::string path = dir + "/" + name + "_" + std::to_string(stats.compiles);
+  std::string path = dir + "/" + name + "_" + std::to_string(compile_index);
   try {
     trace::write_bundle(path, bundle);
     log::info("kiln::compile: wrote the debug bundle " + path + " (open it with kiln-debug)");
@@ -360,9 +381,9 @@ std::vector<Tensor> Engine::State::compile_and_run(std::span<const ArgView> args
     stats.graph_break_locations.push_back(where);
     if (warned_breaks.insert(where).second)
       log::warn("kiln::compile: " + name + ": " + b.what() +
-                ". Running the function eagerly for calls like this one; splitting it into "
-                "compiled segments at the break (lazy mode) is not implemented yet. "
-                "fullgraph = true makes this an error");
+                ". Calls like this one run in lazy mode: the ops between breaks are recorded "
+                "and run as compiled segments, each compiled once. fullgraph = true makes this "
+                "an error");
     // An eager entry guards the call's argument types (sizes symbolic where the dynamic policy
     // says so), not the broken trace's decisions: fn did not finish, so later ones are unknown.
     Trace shell;
@@ -375,10 +396,12 @@ std::vector<Tensor> Engine::State::compile_and_run(std::span<const ArgView> args
     }
     entry->guards = make_guards(args, modules, shell, *device);
     entry->break_location = where;
+    ProgramOptions lazy_options;
+    lazy_options.reduce_overhead = options.mode == Mode::ReduceOverhead;
+    entry->lazy = std::make_unique<LazySegments>(*device, lazy_options);
     ++stats.compiles;
     entries.push_back(std::move(entry));
-    ++stats.eager_calls;
-    return eager();
+    return run_lazy(*entries.back(), eager);
   }
 
   const size_t num_inputs = traced->graph.inputs().size();
@@ -394,10 +417,18 @@ std::vector<Tensor> Engine::State::compile_and_run(std::span<const ArgView> args
     throw Error("kiln::compile: internal error: the pass pipeline changed the graph's inputs (" +
                 std::to_string(num_inputs) + " -> " +
                 std::to_string(traced->graph.inputs().size()) + ")");
-  if (!debug_dir.empty()) write_debug_bundle(debug_dir, name, *device, *traced, pass_records, stats);
   ProgramOptions program_options;
   program_options.reduce_overhead = options.mode == Mode::ReduceOverhead;
-  entry->program = build_program(traced->graph, *device, program_options);
+  const int compile_index = int(stats.compiles);
+  auto write_bundle = [&](const DeviceProgram* program, const std::vector<LaunchTiming>& timings) {
+    write_debug_bundle(debug_dir, name, compile_index, *device, *traced, pass_records, stats, program, timings);
+  };
+  try {
+    entry->program = build_program(traced->graph, *device, program_options);
+  } catch (const Error&) {
+    if (!debug_dir.empty()) write_bundle(nullptr, {});  // the graph that failed to build, per node
+    throw;
+  }
   stats.program = entry->program->stats();
   ++stats.compiles;
   log::debug("kiln::compile: compiled " + name + " for " + device->name() + ": " +
@@ -406,7 +437,21 @@ std::vector<Tensor> Engine::State::compile_and_run(std::span<const ArgView> args
              std::to_string(entry->guards.decisions.size()) + " shape decisions");
   Entry& stored = *entry;
   entries.push_back(std::move(entry));
-  return stored.program->run(stored.guards.program_inputs(args, modules));
+  std::vector<Tensor> inputs = stored.guards.program_inputs(args, modules);
+  if (debug_dir.empty()) return stored.program->run(inputs);
+  // The bundle records this first run, profiled. It is written when the run fails too (a checked
+  // mode error), since that is when it is wanted.
+  std::vector<LaunchTiming> timings;
+  auto* planned = dynamic_cast<PlannedProgram*>(stored.program.get());
+  std::vector<Tensor> results;
+  try {
+    results = planned ? planned->run_profiled(inputs, timings) : stored.program->run(inputs);
+  } catch (const Error&) {
+    write_bundle(stored.program.get(), {});
+    throw;
+  }
+  write_bundle(stored.program.get(), timings);
+  return results;
 }
 
 void check_options(const CompileOptions& options) {

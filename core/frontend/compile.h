@@ -57,8 +57,11 @@ struct CompileStats {
   int64_t recompiles = 0;  // compiles after the first
   int64_t cache_hits = 0;
   int64_t cache_entries = 0;
-  int64_t eager_calls = 0;   // calls that ran fn eagerly (graph breaks, past the limit)
+  int64_t eager_calls = 0;   // calls that ran fn eagerly (past the recompile limit)
   int64_t graph_breaks = 0;  // traces that stopped at a graph break
+  int64_t lazy_calls = 0;    // calls run in lazy mode (fn has graph breaks)
+  int64_t segments_compiled = 0;  // lazy-mode segments built (each structure once)
+  int64_t segment_runs = 0;       // lazy-mode segments executed
   std::vector<std::string> recompile_reasons;  // one per recompile, in order
   std::vector<std::string> graph_break_locations;  // "model.cpp:12", one per break
   ProgramStats program;                            // of the most recently built program

@@ -3,6 +3,7 @@
 
 #include <cmath>
 
+#include "core/frontend/lazy.h"
 #include "core/frontend/scope.h"
 #include "core/frontend/tracer.h"
 #include "core/runtime/checked.h"
@@ -83,6 +84,8 @@ std::vector<Tensor> run_op_at(OpKind kind, const std::vector<Tensor>& inputs, co
     in_types.push_back(inputs[i].type());
   }
   if (Tracer* tracer = tracer_of(inputs)) return tracer->record(kind, inputs, attrs, where);
+  if (!inputs.empty())  // inside a compiled function with graph breaks: record, run at a flush
+    if (Tracer* lazy = lazy_tracer()) return lazy->record(kind, inputs, attrs, where);
   AttrMap full;  // attributes with defaults, completed once for the rule and the backend
   std::vector<TensorType> out_types = infer_types(kind, in_types, attrs, where, &full);
   auto eager = [&] { return run_eager(kind, inputs, full, in_types, out_types, where); };

@@ -2,6 +2,7 @@
 #include "core/frontend/tensor.h"
 
 #include "core/frontend/dispatch.h"
+#include "core/frontend/lazy.h"
 #include "core/frontend/scope.h"
 #include "core/ir/provenance.h"
 
@@ -34,6 +35,7 @@ SymInt Tensor::shape(int64_t dim, Loc loc) const {
 
 void Tensor::read_into(void* dst, DType dst_dtype, const Loc& loc) const {
   const TensorImpl& i = impl();
+  if (i.value && i.tracer->lazy) i.tracer->lazy->flush();  // lazy mode: run the segment now
   if (i.value) {
     const std::string& scope = current_scope();
     throw GraphBreak("graph break at " + short_location(loc) +
@@ -51,6 +53,7 @@ void Tensor::read_into(void* dst, DType dst_dtype, const Loc& loc) const {
 Tensor Tensor::to(Device device, Loc loc) const {
   const TensorImpl& i = impl();
   if (i.device == device) return *this;
+  if (i.value && i.tracer->lazy) i.tracer->lazy->flush();
   if (i.value)
     throw Error("moving a traced tensor to " + device.name() + " at " + short_location(loc) +
                 " is not supported inside a compiled function");

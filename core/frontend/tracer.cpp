@@ -41,6 +41,7 @@ std::vector<Tensor> Tracer::record(OpKind kind, const std::vector<Tensor>& input
     impl->device = device_;
     impl->value = v;
     impl->tracer = this;
+    if (lazy) made_.push_back(impl);
     out.emplace_back(std::move(impl));
   }
   return out;

@@ -3,6 +3,7 @@
 // extra inputs bound to that tensor. Shape decisions on symbolic dims are kept as guards.
 #pragma once
 
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -10,6 +11,8 @@
 #include "core/ir/graph.h"
 
 namespace kiln {
+
+class LazySegments;
 
 class Tracer : public GuardSink {
  public:
@@ -33,11 +36,18 @@ class Tracer : public GuardSink {
 
   void record(const ShapeGuard& guard) override { guards_.push_back(guard); }
 
+  // Set when this tracer records a lazy segment (core/frontend/lazy.h): reading a recorded
+  // tensor's data then flushes the segment instead of breaking the graph.
+  LazySegments* lazy = nullptr;
+  // Lazy segments only: every tensor record() made, to find the ones still alive at a flush.
+  const std::vector<std::weak_ptr<TensorImpl>>& made() const { return made_; }
+
  private:
   Device device_;
   Graph graph_;
   std::vector<std::pair<Value*, Tensor>> captured_;
   std::vector<ShapeGuard> guards_;
+  std::vector<std::weak_ptr<TensorImpl>> made_;
 };
 
 // While alive, shape decisions on this thread go to the tracer's guard list.

@@ -9,6 +9,7 @@
 #include "core/kernel/emit.h"
 #include "core/kernel/lower_group.h"
 #include "core/passes/fusion.h"
+#include "core/runtime/checked.h"
 #include "core/support/error.h"
 #include "core/support/log.h"
 
@@ -65,7 +66,7 @@ PlannedProgram::PlannedProgram(const Graph& graph, Device device, const ProgramO
   std::map<const Value*, int> number;
   auto add_value = [&](const Value* v, Storage storage, int index) {
     number[v] = int(values_.size());
-    values_.push_back({v->type, storage, index, "%" + std::to_string(v->id) + " " + v->type.str()});
+    values_.push_back({v->type, storage, index, "%" + std::to_string(v->id) + " " + v->type.str(), v->id});
   };
   for (size_t i = 0; i < graph.inputs().size(); ++i) {
     add_value(graph.inputs()[i], Storage::Input, int(i));
@@ -76,17 +77,33 @@ PlannedProgram::PlannedProgram(const Graph& graph, Device device, const ProgramO
 
   FusionOptions fusion;
   fusion.fuse = options.fuse;
+  // An op the backend has a template for runs alone, as the template: on lavapipe the matmul
+  // template beats the generic kernel with the epilogue folded in (docs/passes.md, "Fusion").
+  fusion.keep_alone = [this](const Node& n) {
+    if (op_def(n.kind).family != OpFamily::Linalg && n.kind != OpKind::Conv) return false;
+    auto at_hints = [](const Value* v) {
+      std::vector<int64_t> dims;
+      for (const SymInt& d : v->type.shape) dims.push_back(d.is_static() ? d.value() : d.hint());
+      return BufferView{nullptr, v->type.dtype, dims};
+    };
+    std::vector<BufferView> ins, outs;
+    for (const Value* v : n.inputs) ins.push_back(at_hints(v));
+    for (const Value* v : n.outputs) outs.push_back(at_hints(v));
+    return backend_.plan_template(OpRun{n.kind, n.attrs, ins, outs}).has_value();
+  };
   std::vector<FusionGroup> groups = fuse_graph(graph, fusion);
+  // Constants first: a fused group may read one recorded after the group's first node.
   for (const FusionGroup& g : groups) {
-    if (g.kind == FusionKind::Constant) {
-      const Node* n = g.nodes[0];
-      const Literal& lit = n->attrs.get_tensor("value");
-      constants_.push_back(backend_.alloc(std::max<size_t>(lit.bytes.size(), 4)));
-      if (!lit.bytes.empty()) backend_.upload(*constants_.back(), lit.bytes.data(), lit.bytes.size());
-      add_value(n->output(), Storage::Constant, int(constants_.size()) - 1);
-      constant_nodes_.push_back(n->id);
-      continue;
-    }
+    if (g.kind != FusionKind::Constant) continue;
+    const Node* n = g.nodes[0];
+    const Literal& lit = n->attrs.get_tensor("value");
+    constants_.push_back(backend_.alloc(std::max<size_t>(lit.bytes.size(), 4)));
+    if (!lit.bytes.empty()) backend_.upload(*constants_.back(), lit.bytes.data(), lit.bytes.size());
+    add_value(n->output(), Storage::Constant, int(constants_.size()) - 1);
+    constant_nodes_.push_back(n->id);
+  }
+  for (const FusionGroup& g : groups) {
+    if (g.kind == FusionKind::Constant) continue;
     kernel::LoweredGroup lowered;
     try {
       lowered = kernel::lower_group(g.nodes, g.outputs);
@@ -110,6 +127,14 @@ PlannedProgram::PlannedProgram(const Graph& graph, Device device, const ProgramO
       values_.push_back({t, Storage::Arena, -1, "scratch of " + lowered.op.steps[0].kernel.kernel.name});
     }
     PlannedKernel info;
+    for (const Node* n : g.nodes) {
+      PlannedNode pn{n->id, n->kind, n->attrs, n->provenance, {}, {}};
+      for (const Value* v : n->inputs) pn.inputs.push_back(v->id);
+      for (const Value* v : n->outputs) pn.outputs.push_back(v->id);
+      info.nodes.push_back(std::move(pn));
+    }
+    for (const Value* v : lowered.inputs) info.reads.push_back(v->id);
+    for (const Value* v : lowered.outputs) info.writes.push_back(v->id);
     std::set<int> origins;
     for (kernel::LoweredOp::Step& s : lowered.op.steps) {
       Step step;
@@ -120,7 +145,7 @@ PlannedProgram::PlannedProgram(const Graph& graph, Device device, const ProgramO
         else step.args.push_back(temps.at(i - ks.reads.size() - ks.writes.size()));
       }
       std::string source;
-      step.program = &program_for(s.kernel, &source);
+      step.program = &program_for(s.kernel, &source, &step.line_origins);
       for (int id : s.kernel.kernel.origins()) origins.insert(id);
       info.sources.push_back(std::move(source));
       step.kernel = std::move(s.kernel);
@@ -128,7 +153,7 @@ PlannedProgram::PlannedProgram(const Graph& graph, Device device, const ProgramO
     }
     for (int t : temps) ks.writes.push_back(t);
     if (g.nodes.size() == 1 && (g.nodes[0]->kind == OpKind::MatMul || g.nodes[0]->kind == OpKind::Linear ||
-                                g.nodes[0]->kind == OpKind::Gemm)) {
+                                g.nodes[0]->kind == OpKind::Gemm || g.nodes[0]->kind == OpKind::Conv)) {
       ks.single_linalg = g.nodes[0];
       for (const Value* v : g.nodes[0]->inputs) ks.node_inputs.push_back(number.at(v));
       for (const Value* v : g.nodes[0]->outputs) ks.node_outputs.push_back(number.at(v));
@@ -171,21 +196,25 @@ PlannedProgram::PlannedProgram(const Graph& graph, Device device, const ProgramO
   }
 }
 
-const Program& PlannedProgram::program_for(const kernel::LoweredKernel& k, std::string* source_out) {
+const Program& PlannedProgram::program_for(const kernel::LoweredKernel& k, std::string* source_out,
+                                           std::vector<std::vector<int>>* line_origins_out) {
   kernel::EmitOptions options;
   options.dialect = backend_.kind() == BackendKind::Cuda ? kernel::Dialect::Cuda : kernel::Dialect::Glsl;
+  options.texel_reads = backend_.caps().is_cpu;
   kernel::EmittedKernel emitted = kernel::emit(k.kernel, options);
   if (source_out) *source_out = emitted.source;
+  if (line_origins_out) *line_origins_out = emitted.line_origins;
   auto it = programs_.find(emitted.source);
   if (it != programs_.end()) return *it->second;
   ProgramSource source{k.kernel.name, options.dialect == kernel::Dialect::Glsl ? "glsl" : "cuda", emitted.source};
   auto program = backend_.compile(source);
   const Program& ref = *program;
+  program_info_[&ref] = {k.kernel.name, source.language, emitted.source, emitted.workgroup_size, false};
   programs_.emplace(emitted.source, std::move(program));
   return ref;
 }
 
-// The backend's tuned template for a lone matmul/linear/gemm at these sizes (the same choice eager
+// The backend's tuned template for a lone matmul/linear/gemm/conv at these sizes (the same choice eager
 // execution makes), or nothing to keep the generic kernel.
 std::optional<PlannedProgram::LaunchPlan> PlannedProgram::template_launch(
     const KernelSteps& ks, const std::map<std::string, int64_t>& bindings) {
@@ -198,8 +227,10 @@ std::optional<PlannedProgram::LaunchPlan> PlannedProgram::template_launch(
       backend_.plan_template(OpRun{ks.single_linalg->kind, ks.single_linalg->attrs, ins, outs});
   if (!t) return std::nullopt;
   auto it = programs_.find(t->source);
-  if (it == programs_.end())
+  if (it == programs_.end()) {
     it = programs_.emplace(t->source, backend_.compile({t->name, "glsl", t->source})).first;
+    program_info_[it->second.get()] = {t->name, "glsl", t->source, 0, true};
+  }
   LaunchPlan plan{it->second.get(), {}, std::move(t->push_constants), t->groups};
   for (int slot : t->args) {
     size_t i = size_t(slot);
@@ -245,6 +276,7 @@ void PlannedProgram::plan_for(const std::map<std::string, int64_t>& bindings) {
   bindings_ = bindings;
   std::vector<int> plan_index(values_.size(), -1);
   plan_values_.clear();
+  plan_value_ids_.clear();
   for (size_t k = 0; k < schedule_.size(); ++k) {
     for (int w : schedule_[k].writes) {
       ValueInfo& v = values_[size_t(w)];
@@ -252,6 +284,7 @@ void PlannedProgram::plan_for(const std::map<std::string, int64_t>& bindings) {
       plan_index[size_t(w)] = int(plan_values_.size());
       v.index = int(plan_values_.size());
       plan_values_.push_back({v.name, bytes_of(w), int(k), int(k), -1});
+      plan_value_ids_.push_back(v.graph_id);
     }
     for (int r : schedule_[k].reads)
       if (plan_index[size_t(r)] >= 0) plan_values_[size_t(plan_index[size_t(r)])].last = int(k);
@@ -287,17 +320,21 @@ void PlannedProgram::prepare(const std::map<std::string, int64_t>& bindings) {
     arenas_[a] = backend_.alloc(plan_.arena_bytes[a]);
   }
   launches_.clear();
-  for (const KernelSteps& ks : schedule_) {
+  for (size_t k = 0; k < schedule_.size(); ++k) {
+    const KernelSteps& ks = schedule_[k];
     if (ks.single_linalg)
       if (std::optional<LaunchPlan> t = template_launch(ks, bindings)) {
         launches_.push_back(std::move(*t));
+        launches_.back().kernel = int(k);
         continue;
       }
-    for (const Step& s : ks.steps) {
+    for (size_t i = 0; i < ks.steps.size(); ++i) {
+      const Step& s = ks.steps[i];
       int64_t elements = s.kernel.elements(bindings);
       if (elements == 0) continue;
       launches_.push_back({s.program, s.args, push_bytes(s.kernel.param_values(bindings)),
-                           kernel::launch_groups(elements, kernel::EmitOptions{}.workgroup_size)});
+                           kernel::launch_groups(elements, kernel::EmitOptions{}.workgroup_size), int(k),
+                           int(i)});
     }
   }
   output_copies_.clear();
@@ -399,14 +436,22 @@ std::vector<Tensor> PlannedProgram::run(const std::vector<Tensor>& inputs) {
       launch(input_copies_[i], {{src.get(), 0}, {owned_inputs_[i].get(), 0}});
       copied_inputs_[i] = src;
     }
-    if (!recorded_) {
-      stream_->begin_recording();
+    if (checked_mode()) {
+      run_kernels_checked(bind_args);
+    } else if (profiling_) {
       for (const LaunchPlan& l : launches_) launch(l, bind_args(l.args));
-      stream_->end_recording();
-      recorded_ = true;
-      ++recordings_;
+    } else {
+      if (!recorded_) {
+        stream_->begin_recording();
+        for (const LaunchPlan& l : launches_) launch(l, bind_args(l.args));
+        stream_->end_recording();
+        recorded_ = true;
+        ++recordings_;
+      }
+      stream_->replay();
     }
-    stream_->replay();
+  } else if (checked_mode()) {
+    run_kernels_checked(bind_args);
   } else {
     for (const LaunchPlan& l : launches_) launch(l, bind_args(l.args));
   }

@@ -4,6 +4,7 @@
 
 #include <cstdio>
 #include <cstdlib>
+#include <filesystem>
 #include <fstream>
 #include <map>
 
@@ -11,6 +12,7 @@
 #include "core/frontend/device.h"
 #include "core/kernel/emit.h"
 #include "core/kernel/lower.h"
+#include "core/runtime/disk_cache.h"
 #include "core/support/error.h"
 #include "kernel/op_cases.h"
 
@@ -96,6 +98,26 @@ TEST(CudaCompile, CompileErrorsCarryNvrtcsLog) {
     EXPECT_NE(std::string(e.what()).find("undeclared_thing"), std::string::npos) << e.what();
     EXPECT_NE(std::string(e.what()).find("broken"), std::string::npos) << e.what();
   }
+}
+
+TEST(CudaCompile, PtxComesFromTheDiskCacheOnTheSecondCompile) {
+  std::string why;
+  if (!cuda::Nvrtc::available(&why)) GTEST_SKIP() << why;
+  const std::string dir = ::testing::TempDir() + "kiln_ptx_cache";
+  std::filesystem::remove_all(dir);
+  setenv("KILN_CACHE_DIR", dir.c_str(), 1);
+  const std::string source = "extern \"C\" __global__ void __launch_bounds__(64) k(float* x) { x[0] = 1.f; }";
+  const std::string first = cuda::cached_ptx("k", source, "compute_80", 12345);
+  EXPECT_NE(first.find(".entry k"), std::string::npos);
+  const std::string key = cuda::ptx_cache_key(source, "compute_80", cuda::Nvrtc::get().version(), 12345);
+  DiskCache cache(dir);
+  ASSERT_TRUE(std::filesystem::exists(cache.path_for("ptx", key)));
+  // Plant a different payload under the key: the next compile must return it, not recompile.
+  const std::string planted = "// planted\n" + first;
+  cache.store("ptx", key, std::span(reinterpret_cast<const uint8_t*>(planted.data()), planted.size()));
+  EXPECT_EQ(cuda::cached_ptx("k", source, "compute_80", 12345), planted);
+  // Another driver version is another key: compiled afresh.
+  EXPECT_EQ(cuda::cached_ptx("k", source, "compute_80", 12346), first);
 }
 
 }  // namespace

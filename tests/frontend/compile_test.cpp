@@ -283,7 +283,7 @@ TEST(Compile, FullgraphBreakIsAnErrorNamingItsLine) {
   EXPECT_TRUE(contains(message, "fullgraph")) << message;
 }
 
-TEST(Compile, GraphBreakWithoutFullgraphRunsEagerlyAndIsCounted) {
+TEST(Compile, GraphBreakWithoutFullgraphRunsInLazyModeAndIsCounted) {
   int calls = 0, line = 0;
   auto fn = [&](const Tensor& x) {
     ++calls;
@@ -299,13 +299,58 @@ TEST(Compile, GraphBreakWithoutFullgraphRunsEagerlyAndIsCounted) {
   std::string log = ::testing::internal::GetCapturedStderr();
   std::string where = "compile_test.cpp:" + std::to_string(line);
   EXPECT_TRUE(contains(log, "graph break at " + where)) << log;
-  EXPECT_TRUE(contains(log, "not implemented yet")) << log;
+  EXPECT_TRUE(contains(log, "lazy mode")) << log;
   CompileStats s = fast.stats();
   EXPECT_EQ(s.graph_breaks, 1);
   ASSERT_EQ(s.graph_break_locations.size(), 1u);
   EXPECT_EQ(s.graph_break_locations[0], where);
-  EXPECT_EQ(s.eager_calls, 2);
-  EXPECT_EQ(calls, 3);  // the broken trace, then one eager run per call; no retrace
+  EXPECT_EQ(s.eager_calls, 0);
+  EXPECT_EQ(s.lazy_calls, 2);
+  EXPECT_EQ(calls, 3);  // the broken trace, then one lazy run per call; no retrace
+  // The multiply after the read is one segment, compiled at the first call and replayed after.
+  EXPECT_EQ(s.segments_compiled, 1);
+  EXPECT_EQ(s.segment_runs, 2);
+}
+
+// A data-dependent branch: the segment before the break and each branch's segment are compiled
+// once and replayed; results match the same function run eagerly on the cpu reference.
+void check_lazy_branches(Device device, double tol) {
+  int calls = 0;
+  auto fn = [&](const Tensor& x) {
+    ++calls;
+    Tensor y = relu(x) * 2.0 + 1.0;
+    if (sum(y).item<float>() > 40.0f) return exp(y * 0.1) - 1.0;
+    return y * y + x;
+  };
+  auto fast = compile(fn, {.name = "branchy"});
+  Tensor small = rand({4, 8}, Device::cpu(), 1) * 0.1;  // sum(y) = 32 + ... < 40
+  Tensor large = rand({4, 8}, Device::cpu(), 2) + 1.0;  // sum(y) > 96
+  for (int round = 0; round < 2; ++round)
+    for (const Tensor& x : {small, large}) {
+      Tensor got = fast(x.to(device));
+      EXPECT_EQ(got.device(), device);
+      EXPECT_TRUE(close(got, fn(x), tol)) << "round " << round;
+    }
+  CompileStats s = fast.stats();
+  EXPECT_EQ(s.graph_breaks, 1);
+  EXPECT_EQ(s.lazy_calls, 4);
+  EXPECT_EQ(s.segments_compiled, 3);  // before the break, then one per branch
+  EXPECT_EQ(s.segment_runs, 8);
+  EXPECT_EQ(calls, 1 + 4 + 4);  // the broken trace, 4 lazy runs, 4 eager oracle runs
+}
+
+TEST(Compile, LazySegmentsAreCompiledOncePerBranchOnCpu) {
+  check_lazy_branches(Device::cpu(), kTol);
+}
+
+TEST(Compile, LazySegmentsAreCompiledOncePerBranchOnVulkan) {
+  Device vulkan;
+  try {
+    vulkan = Device::parse("vulkan");
+  } catch (const Error& e) {
+    GTEST_SKIP() << "no Vulkan device: " << e.what();
+  }
+  check_lazy_branches(vulkan, 1e-5);
 }
 
 TEST(Compile, MaxAutotuneMatchesEager) {

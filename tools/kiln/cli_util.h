@@ -29,5 +29,6 @@ class Progress {
 // Subcommands: return the process exit code.
 int cmd_test_onnx(const std::vector<std::string>& args);
 int cmd_run(const std::vector<std::string>& args);
+int cmd_bench(const std::vector<std::string>& args);
 
 }  // namespace kiln::cli

@@ -1,38 +1,96 @@
-// kiln run: imports an ONNX model, runs it on the chosen device(s) and prints each output's type
-// and first values; with several devices, also the max abs difference from the first (cpu).
-#include <algorithm>
-#include <chrono>
+// kiln run: imports an ONNX model, runs it on the chosen device(s), eagerly and/or compiled, prints
+// each output's first values and one table comparing every run with the cpu reference (the
+// cross-backend view: backend, device, error, eager and compiled times, kernels).
 #include <cmath>
 #include <cstdio>
 #include <filesystem>
-#include <map>
 #include <string>
 #include <vector>
 
-#include "core/frontend/factories.h"
+#include "core/runtime/accuracy.h"
+#include "core/runtime/planned_program.h"
 #include "core/support/error.h"
 #include "core/trace/bundle.h"
+#include "core/trace/program_bundle.h"
 #include "tools/kiln/cli_util.h"
-#ifdef KILN_HAVE_ONNX
-#include "core/onnx/onnx_import.h"
-#endif
+#include "tools/kiln/model_session.h"
 
 namespace kiln::cli {
 
 namespace {
 
 const char* kHelp =
-    "usage: kiln run MODEL.onnx [--backend cpu|vulkan|cuda|all] [--input name=file.pb ...]\n"
-    "                [--debug-dir DIR]\n"
+    "usage: kiln run MODEL.onnx [--backend cpu|vulkan|cuda|all] [--eager|--compile]\n"
+    "                [--mode default|reduce-overhead|max-autotune] [--input name=file.pb ...]\n"
+    "                [--reps N] [--debug-dir DIR] [--accuracy]\n"
     "\n"
-    "Imports MODEL.onnx, runs it with the graph interpreter and prints every output's type and\n"
-    "first values. Inputs come from TensorProto files (--input, repeatable); inputs not given\n"
-    "are filled with seeded random values (floats in [0, 1), integers 0) when their shape is\n"
-    "static. With several devices (--backend all) each output's max abs difference from the\n"
-    "first device (cpu) is printed too. --debug-dir writes a trace bundle of the imported graph\n"
-    "(one kernel per node, each line of generated code tagged with its ONNX node) for kiln-debug.\n";
+    "Imports MODEL.onnx and runs it on each device, eagerly (one kernel per op, the interpreter)\n"
+    "and compiled (pass pipeline, fused kernels, memory plan); --eager or --compile keeps one.\n"
+    "Prints every output's type and first values, then one row per device: max abs and max rel\n"
+    "error against the cpu reference's eager outputs (rel = max|diff| / max|reference|), eager\n"
+    "and compiled ms (median of --reps runs after one warm-up, inputs already on the device) and\n"
+    "the compiled program's kernel count. Exit code 1 when a row's rel error is above 1e-3.\n"
+    "  --eager, --compile  run only that way (default: both)\n"
+    "  --reps N           timed runs per way (default 3)\n"
+    "  --debug-dir DIR    write a trace bundle for kiln-debug: the compiled program of the first\n"
+    "                     non-cpu device when compiling (fused kernels, generated code, SPIR-V, memory\n"
+    "                     plan, device times), else the imported graph\n"
+    "  --accuracy         on each non-cpu device, run every compiled kernel (every op, with\n"
+    "                     --eager) on inputs from the cpu reference, compare it with the reference\n"
+    "                     (rtol 1e-3, atol 1e-4), print one row per kernel and name the first one\n"
+    "                     past tolerance with its source lines (in the bundle too); exit code 1\n"
+    "                     when one is\n";
 
-#ifdef KILN_HAVE_ONNX
+constexpr double kRelTolerance = 1e-3;
+constexpr double kAccuracyRtol = 1e-3, kAccuracyAtol = 1e-4;
+
+// --debug-dir and --accuracy for one prepared run: the bundle of what ran (a compiled program's
+// kernels, else the graph's ops) and the per-kernel (or per-op) comparison with the cpu reference.
+// Returns false when a kernel is past tolerance.
+bool inspect(PreparedRun& run, const onnx::ImportedModel& model, const std::vector<Literal>& inputs,
+             const std::string& name, const std::string& debug_dir, bool accuracy) {
+  std::vector<Tensor> in;
+  for (const Literal& l : inputs) in.push_back(onnx::literal_to_tensor(l, run.device));
+  const bool reference = run.device == Device::cpu();
+  auto* planned = run.program ? dynamic_cast<PlannedProgram*>(&run.program->program()) : nullptr;
+  trace::Bundle bundle;
+  bool ok = true;
+  if (planned) {
+    const std::vector<Tensor> args = run.program->bind(in);
+    std::vector<LaunchTiming> timings;
+    planned->run_profiled(args, timings);
+    bundle = trace::make_program_bundle(run.program->graph(), *planned, timings, {.name = name});
+    if (accuracy) {
+      KernelAccuracyReport report = check_kernel_accuracy(*planned, run.program->graph(), args,
+                                                          kAccuracyRtol, kAccuracyAtol);
+      std::printf("accuracy of %s's compiled kernels vs the cpu reference:\n%s",
+                  run.device.name().c_str(), report.str().c_str());
+      trace::record_accuracy(bundle, report);
+      ok = report.ok();
+    }
+  } else {
+    const Graph& graph = run.program ? run.program->graph() : model.graph;
+    trace::MakeBundleOptions options;
+    options.name = name;
+    bundle = trace::make_bundle(graph, options);
+    if (accuracy && !reference) {
+      std::vector<Tensor> args = in;
+      for (const Tensor& w : model.captured) args.push_back(w.to(run.device));
+      AccuracyReport report = check_accuracy(model.graph, args, run.device, kAccuracyRtol, kAccuracyAtol);
+      std::printf("accuracy of %s's ops vs the cpu reference:\n%s", run.device.name().c_str(),
+                  report.str().c_str());
+      ok = report.ok();
+    }
+  }
+  if (!debug_dir.empty()) {
+    bundle.device = run.device.name();
+    if (run.program) trace::record_passes(bundle, run.program->passes());
+    trace::write_bundle(debug_dir, bundle);
+    std::printf("debug bundle: %s (open it with kiln-debug %s)\n", debug_dir.c_str(), debug_dir.c_str());
+  }
+  return ok;
+}
+
 std::string first_values(const Literal& lit, int64_t count) {
   std::string s;
   for (int64_t i = 0; i < std::min(count, lit.numel()); ++i) {
@@ -43,104 +101,133 @@ std::string first_values(const Literal& lit, int64_t count) {
   if (lit.numel() > count) s += ", ...";
   return "[" + s + "]";
 }
-#endif
+
+struct Row {
+  Device device = Device::cpu();
+  std::string description;
+  Difference error;
+  double eager_ms = -1, compiled_ms = -1;
+  int64_t kernels = -1;
+  std::string failure;
+};
+
+void print_table(const std::vector<Row>& rows) {
+  std::printf("\n%-8s %-10s %-32s %10s %10s %10s %11s %8s\n", "backend", "device", "name",
+              "max abs", "max rel", "eager ms", "compiled ms", "kernels");
+  for (const Row& r : rows) {
+    std::string name = r.description.size() > 32 ? r.description.substr(0, 29) + "..." : r.description;
+    std::printf("%-8s %-10s %-32s ", backend_kind_name(r.device.kind()), r.device.name().c_str(),
+                name.c_str());
+    if (!r.failure.empty()) {
+      std::printf("failed: %s\n", r.failure.c_str());
+      continue;
+    }
+    auto ms = [](double v) {
+      char buf[32];
+      std::snprintf(buf, sizeof buf, "%.2f", v);
+      return v < 0 ? std::string("-") : std::string(buf);
+    };
+    std::printf("%10.3g %10.3g %10s %11s %8s%s\n", r.error.abs, r.error.rel, ms(r.eager_ms).c_str(),
+                ms(r.compiled_ms).c_str(), r.kernels < 0 ? "-" : std::to_string(r.kernels).c_str(),
+                r.error.rel <= kRelTolerance ? "" : "  FAIL");
+  }
+}
 
 }  // namespace
 
 int cmd_run(const std::vector<std::string>& args) {
-  std::string backend = "cpu", model_path, debug_dir;
-  std::vector<std::pair<std::string, std::string>> input_files;
+  ModelOptions options;
+  bool eager = true, compiled = true;
+  int reps = 3;
+  bool accuracy = false;
+  std::string debug_dir;
   for (size_t i = 0; i < args.size(); ++i) {
     const std::string& a = args[i];
-    auto value = [&]() -> std::string {
-      if (i + 1 >= args.size()) throw Error(a + " needs a value");
-      return args[++i];
-    };
     if (a == "--help" || a == "-h") {
-      std::fputs(kHelp, stdout);
+      std::printf("%s%s", kHelp, ModelOptions::help());
       return 0;
-    } else if (a == "--backend") {
-      backend = value();
-    } else if (a == "--debug-dir") {
-      debug_dir = value();
-    } else if (a == "--input") {
-      const std::string v = value();
-      const size_t eq = v.find('=');
-      if (eq == std::string::npos) throw Error("--input needs name=file.pb, got '" + v + "'");
-      input_files.emplace_back(v.substr(0, eq), v.substr(eq + 1));
-    } else if (!a.empty() && a[0] == '-') {
-      std::fprintf(stderr, "kiln run: unknown option '%s'\n\n%s", a.c_str(), kHelp);
-      return 2;
-    } else if (model_path.empty()) {
-      model_path = a;
-    } else {
-      std::fprintf(stderr, "kiln run: one model at a time\n\n%s", kHelp);
+    } else if (a == "--eager") {
+      compiled = false;
+    } else if (a == "--compile") {
+      eager = false;
+    } else if (a == "--accuracy") {
+      accuracy = true;
+    } else if (a == "--reps" && i + 1 < args.size()) {
+      reps = std::stoi(args[++i]);
+    } else if (a == "--debug-dir" && i + 1 < args.size()) {
+      debug_dir = args[++i];
+    } else if (!options.parse(args, i)) {
+      std::fprintf(stderr, "kiln run: unexpected argument '%s'\n\n%s%s", a.c_str(), kHelp,
+                   ModelOptions::help());
       return 2;
     }
   }
-  if (model_path.empty()) {
-    std::fprintf(stderr, "kiln run: give MODEL.onnx\n\n%s", kHelp);
+  if (!eager && !compiled) throw Error("--eager and --compile exclude each other");
+  if (options.model_path.empty()) {
+    std::fprintf(stderr, "kiln run: give MODEL.onnx\n\n%s%s", kHelp, ModelOptions::help());
     return 2;
   }
 #ifndef KILN_HAVE_ONNX
   throw Error("kiln was built without ONNX support; install libprotobuf-dev, protobuf-compiler "
               "and libonnx-dev, then reconfigure");
 #else
-  onnx::ImportOptions options;
-  for (const auto& [name, file] : input_files)
-    options.input_values[name] = onnx::read_tensor_file(file);
-  const onnx::ImportedModel model = onnx::import_onnx(model_path, options);
-  std::printf("model %s: opset %lld, %zu nodes, %zu inputs, %zu weights%s\n", model_path.c_str(),
-              (long long)model.opset, model.graph.num_nodes(), model.inputs.size(),
-              model.captured.size(), model.producer.empty() ? "" : (", from " + model.producer).c_str());
-  if (!debug_dir.empty()) {
-    trace::MakeBundleOptions bundle_options;
-    bundle_options.name = std::filesystem::path(model_path).stem().string();
-    trace::write_bundle(debug_dir, trace::make_bundle(model.graph, bundle_options));
-    std::printf("debug bundle: %s (open it with kiln-debug %s)\n", debug_dir.c_str(), debug_dir.c_str());
-  }
-  std::vector<Literal> inputs;
-  for (const onnx::ModelIO& io : model.inputs) {
-    auto it = options.input_values.find(io.name);
-    if (it != options.input_values.end()) {
-      inputs.push_back(it->second);
-      std::printf("input %s: %s from file\n", io.name.c_str(), io.type.str().c_str());
-      continue;
-    }
-    if (!is_static(io.type.shape))
-      throw Error("input '" + io.name + "' has symbolic dims " + io.type.str() +
-                  "; give it with --input " + io.name + "=file.pb");
-    const uint64_t seed = inputs.size();  // a different stream per input
-    Tensor t = is_floating(io.type.dtype) ? rand(Dims(io.type.shape), Device::cpu(), seed).to(io.type.dtype)
-                                          : zeros(Dims(io.type.shape), io.type.dtype);
-    inputs.push_back(onnx::tensor_to_literal(t));
-    std::printf("input %s: %s random\n", io.name.c_str(), io.type.str().c_str());
-  }
-  std::vector<Literal> reference;
-  for (const Device& device : parse_backends(backend)) {
-    std::vector<Tensor> in;
-    for (const Literal& l : inputs) in.push_back(onnx::literal_to_tensor(l, device));
-    const auto start = std::chrono::steady_clock::now();
-    std::vector<Tensor> out = onnx::run_model(model, in, device);
-    std::vector<Literal> host;
-    for (const Tensor& t : out) host.push_back(onnx::tensor_to_literal(t));
-    const double ms =
-        std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count();
-    std::printf("%s (%s): %.2f ms\n", device.name().c_str(), device.description().c_str(), ms);
-    for (size_t i = 0; i < host.size(); ++i) {
-      std::printf("  %s: %s%s %s", model.outputs[i].name.c_str(),
-                  std::string(dtype_name(host[i].dtype)).c_str(),
-                  shape_str(make_shape(host[i].shape)).c_str(), first_values(host[i], 8).c_str());
-      if (!reference.empty() && reference[i].numel() == host[i].numel()) {
-        double err = 0;
-        for (int64_t k = 0; k < host[i].numel(); ++k)
-          err = std::max(err, std::fabs(host[i].element(k) - reference[i].element(k)));
-        std::printf("  max abs diff vs cpu %.3g", err);
+  LoadedModel loaded = load_model(options, [](const std::string& line) {
+    std::printf("%s\n", line.c_str());
+  });
+  const onnx::ImportedModel& model = loaded.model;
+  std::printf("model %s: opset %lld, %zu nodes, %zu inputs, %zu weights%s\n",
+              options.model_path.c_str(), (long long)model.opset, model.graph.num_nodes(),
+              model.inputs.size(), model.captured.size(),
+              model.producer.empty() ? "" : (", from " + model.producer).c_str());
+
+  const std::string stem = std::filesystem::path(options.model_path).stem().string();
+  const std::vector<Device> devices = parse_backends(options.backend);
+  std::vector<Literal> reference;  // the cpu reference's eager outputs
+  if (devices.front() != Device::cpu() || !eager)
+    reference = prepare(model, Device::cpu(), false, options.mode).run(loaded.inputs);
+  std::vector<Row> rows;
+  bool bundle_written = false;
+  for (const Device& device : devices) {
+    Row row;
+    row.device = device;
+    row.description = device.description();
+    try {
+      for (bool way : {false, true}) {
+        if ((way && !compiled) || (!way && !eager)) continue;
+        PreparedRun run = prepare(model, device, way, options.mode);
+        std::vector<Literal> out = run.run(loaded.inputs);
+        if (reference.empty()) reference = out;
+        const Difference d = difference(out, reference);
+        row.error.abs = std::max(row.error.abs, d.abs);
+        row.error.rel = std::max(row.error.rel, d.rel);
+        if (std::isnan(d.abs)) row.error = d;
+        (way ? row.compiled_ms : row.eager_ms) = run.time_ms(loaded.inputs, 1, reps);
+        std::printf("%s %s (%s)%s: %.2f ms to %s\n", device.name().c_str(),
+                    way ? "compiled" : "eager", row.description.c_str(),
+                    way ? (std::string(" mode ") + compile_mode_name(options.mode)).c_str() : "",
+                    run.prepare_ms, way ? "compile" : "prepare");
+        if (run.stats()) row.kernels = run.stats()->kernels;
+        for (size_t i = 0; i < out.size(); ++i)
+          std::printf("  %s: %s%s %s\n", model.outputs[i].name.c_str(),
+                      std::string(dtype_name(out[i].dtype)).c_str(),
+                      shape_str(make_shape(out[i].shape)).c_str(), first_values(out[i], 8).c_str());
+        // The bundle shows the first device that generates code (cpu when it is the only one).
+        const bool bundle_here = !debug_dir.empty() && !bundle_written && (way || !compiled) &&
+                                 (device != Device::cpu() || devices.size() == 1);
+        if (bundle_here || (accuracy && device != Device::cpu() && (way || !compiled))) {
+          if (!inspect(run, model, loaded.inputs, stem, bundle_here ? debug_dir : "", accuracy))
+            row.failure = "a kernel is past tolerance (see the accuracy table above)";
+          bundle_written = bundle_written || bundle_here;
+        }
       }
-      std::printf("\n");
+    } catch (const Error& e) {
+      row.failure = e.what();
     }
-    if (reference.empty()) reference = host;
+    rows.push_back(row);
   }
+  print_table(rows);
+  for (const Row& r : rows)
+    if (!r.failure.empty() || !(r.error.rel <= kRelTolerance)) return 1;
   return 0;
 #endif
 }

@@ -1,4 +1,4 @@
-// kiln: the command line tool. Subcommands: test-onnx, run.
+// kiln: the command line tool. Subcommands: test-onnx, run, bench.
 #include <cstdio>
 #include <cstring>
 #include <exception>
@@ -15,7 +15,8 @@ const char* kUsage =
     "\n"
     "commands:\n"
     "  test-onnx   run ONNX backend-test cases (model.onnx + test_data_set_N) and compare\n"
-    "  run         run an ONNX model and print its outputs\n"
+    "  run         run an ONNX model eagerly and compiled on each device; compare them\n"
+    "  bench       time an ONNX model eager vs compiled; compile time, kernels, memory\n"
     "\n"
     "`kiln <command> --help` describes each command.\n";
 
@@ -32,6 +33,7 @@ int main(int argc, char** argv) {
   try {
     if (command == "test-onnx") return kiln::cli::cmd_test_onnx(args);
     if (command == "run") return kiln::cli::cmd_run(args);
+    if (command == "bench") return kiln::cli::cmd_bench(args);
   } catch (const std::exception& e) {
     std::fprintf(stderr, "kiln %s: %s\n", command.c_str(), e.what());
     return 1;
