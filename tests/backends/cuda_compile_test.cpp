@@ -15,51 +15,26 @@
 #include "core/runtime/disk_cache.h"
 #include "core/support/error.h"
 #include "kernel/op_cases.h"
+#include "support/cuda_batch.h"
 
 namespace kiln::kernel {
 namespace {
 
 // One translation unit holding every distinct kernel the table lowers to.
-struct Batch {
-  std::string source;
-  int kernels = 0;
-};
-
-const Batch& all_kernels() {
-  static const Batch batch = [] {
-    Batch b;
-    b.source = emit_prelude_for(Dialect::Cuda);
-    std::map<std::string, bool> seen;
+const kiln::testing::CudaBatch& all_kernels() {
+  static const kiln::testing::CudaBatch batch = [] {
+    kiln::testing::CudaBatch b;
     for (const testing::Case& c : testing::table()) {
       std::vector<TensorType> in;
       for (const testing::Input& i : c.inputs) in.push_back({i.dtype, make_shape(i.dims)});
       std::vector<TensorType> out = infer_types(c.kind, in, c.attrs, {});
       AttrMap attrs = complete_attrs(c.kind, c.attrs, {});
       LoweredOp op = lower_op(c.kind, attrs, in, out, 1);
-      for (const LoweredOp::Step& step : op.steps) {
-        EmitOptions o;
-        o.dialect = Dialect::Cuda;
-        o.standalone = false;
-        o.entry = "k" + std::to_string(b.kernels);
-        std::string body = emit(step.kernel.kernel, o).source;
-        std::string key = body.substr(body.find('\n'));  // without the name line
-        key = key.replace(key.find(o.entry), o.entry.size(), "");
-        if (seen[key]) continue;
-        seen[key] = true;
-        b.source += body;
-        ++b.kernels;
-      }
+      for (const LoweredOp::Step& step : op.steps) b.add(step.kernel.kernel);
     }
     return b;
   }();
   return batch;
-}
-
-std::string find_ptxas() {
-  std::string home = std::getenv("CUDA_HOME") ? std::getenv("CUDA_HOME") : "/usr/local/cuda";
-  for (std::string p : {home + "/bin/ptxas", std::string("/usr/bin/ptxas")})
-    if (std::ifstream(p).good()) return p;
-  return "";
 }
 
 class CudaCompile : public ::testing::TestWithParam<const char*> {};
@@ -67,22 +42,19 @@ class CudaCompile : public ::testing::TestWithParam<const char*> {};
 TEST_P(CudaCompile, EveryGeneratedKernelCompilesAndAssembles) {
   std::string why;
   if (!cuda::Nvrtc::available(&why)) GTEST_SKIP() << why;
-  const Batch& batch = all_kernels();
+  const kiln::testing::CudaBatch& batch = all_kernels();
   ASSERT_GT(batch.kernels, 100);
   std::string sm = GetParam();  // "80"
   cuda::PtxResult ptx;
   ASSERT_NO_THROW(ptx = cuda::Nvrtc::get().compile("op_table_kernels", batch.source, "compute_" + sm));
   EXPECT_NE(ptx.ptx.find(".entry k0"), std::string::npos);
   std::printf("%d kernels -> %zu bytes of PTX for compute_%s\n", batch.kernels, ptx.ptx.size(), sm.c_str());
-  std::string ptxas = find_ptxas();
+  std::string ptxas = kiln::testing::find_ptxas();
   if (ptxas.empty()) GTEST_SKIP() << "ptxas not installed: PTX compiled but not assembled";
-  std::string base = ::testing::TempDir() + "kiln_kernels_sm" + sm;
-  std::ofstream(base + ".ptx") << ptx.ptx;
-  std::string cmd = ptxas + " -arch=sm_" + sm + " " + base + ".ptx -o " + base + ".cubin 2> " + base + ".log";
-  int rc = std::system(cmd.c_str());
-  std::ifstream log(base + ".log");
-  std::string messages((std::istreambuf_iterator<char>(log)), std::istreambuf_iterator<char>());
-  EXPECT_EQ(rc, 0) << messages;
+  std::string messages;
+  EXPECT_EQ(kiln::testing::assemble_ptx(ptxas, ptx.ptx, sm, ::testing::TempDir() + "kiln_kernels_sm" + sm,
+                                  &messages), 0)
+      << messages;
 }
 
 INSTANTIATE_TEST_SUITE_P(Archs, CudaCompile, ::testing::Values("80", "90"));
