@@ -81,7 +81,7 @@ def torch_runner(name, inputs, threads, compiled):
     model = export_models.MODELS[name][0]().eval()
     args = [torch.from_numpy(x) for x in inputs]
     if compiled:
-        model = torch.compile(model, mode="max-autotune-no-cudagraphs")
+        model = torch.compile(model)  # default mode: inductor C++/OpenMP code on CPU
 
     def run():
         with torch.no_grad():
