@@ -105,10 +105,9 @@ LoweredOp lower_permute(const AttrMap& attrs, const TensorType& x, const TensorT
 
 // Output = select(c < end_0, in_0, select(c < end_1, in_1, ... in_last)) along `dim`; each
 // input's coordinate is clamped into its own range so the loads not taken stay in bounds.
-// Each element loads from every input and binds all of them: fine for the usual 2-4 inputs; a
-// concat of dozens would want a tree of concats through temps (not done yet).
-LoweredOp lower_concat(const AttrMap& attrs, const std::vector<TensorType>& ins,
-                       const TensorType& out, int origin) {
+// Each element loads from every input, so this is the one-kernel form for a few inputs.
+LoweredOp lower_concat_step(const AttrMap& attrs, const std::vector<TensorType>& ins,
+                            const TensorType& out, int origin) {
   const size_t dim = size_t(normalized_dim(attrs.get_int("dim"), out.rank()));
   return one_step(index_kernel(OpKind::Concat, ins, out, origin, [&](KernelBuilder& b) {
     ExprRef c = coord(int(dim));
@@ -129,6 +128,62 @@ LoweredOp lower_concat(const AttrMap& attrs, const std::vector<TensorType>& ins,
     for (size_t i = pieces.size() - 1; i-- > 0;) v = select(ilt(c, pieces[i].first), pieces[i].second, v);
     return v;
   }), ins.size());
+}
+
+// Every Vulkan device takes at least 128 bytes of push constants (32 int params).
+constexpr int kPortableParams = 32;
+
+// A concat whose one kernel would need more params than that (dozens of inputs, as DenseNet's)
+// runs as a tree: chunks of `chunk` inputs are concatenated into temps, then the temps, until
+// one kernel writes the output. Each level copies the data once more.
+LoweredOp lower_concat(const AttrMap& attrs, const std::vector<TensorType>& ins,
+                       const TensorType& out, int origin) {
+  LoweredOp whole = lower_concat_step(attrs, ins, out, origin);
+  if (whole.steps[0].kernel.kernel.num_params <= kPortableParams || ins.size() <= 2) return whole;
+  const size_t dim = size_t(normalized_dim(attrs.get_int("dim"), out.rank()));
+  for (size_t chunk : {size_t(4), size_t(2)}) {
+    LoweredOp lowered;
+    bool fits = true;
+    std::vector<std::pair<TensorType, int>> level;  // (type, arg index) of this level's pieces
+    for (size_t i = 0; i < ins.size(); ++i) level.push_back({ins[i], int(i)});
+    const int out_arg = int(ins.size());
+    auto add_step = [&](const std::vector<std::pair<TensorType, int>>& pieces, const TensorType& to,
+                         int to_arg) {
+      std::vector<TensorType> types;
+      std::vector<int> args;
+      for (const auto& [t, a] : pieces) {
+        types.push_back(t);
+        args.push_back(a);
+      }
+      args.push_back(to_arg);
+      LoweredOp step = lower_concat_step(attrs, types, to, origin);
+      fits = fits && step.steps[0].kernel.kernel.num_params <= kPortableParams;
+      lowered.steps.push_back({std::move(step.steps[0].kernel), std::move(args)});
+    };
+    while (level.size() > chunk) {
+      std::vector<std::pair<TensorType, int>> next;
+      for (size_t s = 0; s < level.size(); s += chunk) {
+        std::vector<std::pair<TensorType, int>> pieces(level.begin() + long(s),
+                                                      level.begin() + long(std::min(s + chunk, level.size())));
+        if (pieces.size() == 1) {
+          next.push_back(pieces[0]);
+          continue;
+        }
+        TensorType temp = out;
+        temp.shape[dim] = 0;
+        for (const auto& p : pieces) temp.shape[dim] = temp.shape[dim] + p.first.shape[dim];
+        const int temp_arg = out_arg + 1 + int(lowered.temps.size());
+        lowered.temps.push_back(temp);
+        add_step(pieces, temp, temp_arg);
+        next.push_back({temp, temp_arg});
+      }
+      level = std::move(next);
+    }
+    add_step(level, out, out_arg);
+    if (fits) return lowered;
+  }
+  throw Error("concat of " + std::to_string(ins.size()) + " inputs into " + out.str() +
+              ": even two inputs per kernel need more than 128 bytes of push constants");
 }
 
 // One kernel per piece, reading the input at the piece's offset along `dim`.

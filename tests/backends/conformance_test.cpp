@@ -172,6 +172,12 @@ std::vector<OpCase> cases() {
                [](auto& x) { return slice(x[0], 1, -2, 0, -3); }});
   c.push_back({"concat", [] { return std::vector<Tensor>{rnd({2, 3}, 55), rnd({2, 5}, 56), rnd({2, 1}, 57)}; },
                [](auto& x) { return concat({x[0], x[1], x[2]}, 1); }});
+  c.push_back({"concat_wide_tree", [] {
+                 std::vector<Tensor> x;
+                 for (int64_t k = 1; k <= 13; ++k) x.push_back(rnd({2, k, 3, 2}, 100 + uint64_t(k)));
+                 return x;
+               },
+               [](auto& x) { return concat(x, 1); }});
   c.push_back({"split", [] { return std::vector<Tensor>{rnd({7, 4}, 58)}; },
                [](auto& x) { return split(x[0], 3, 0).at(2); }});
   c.push_back({"gather", [] { return std::vector<Tensor>{rnd({4, 5}, 59), cast(floor(rand({4, 3}, Device::cpu(), 60) * 5.0), DType::I64)}; },

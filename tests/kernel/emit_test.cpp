@@ -83,6 +83,19 @@ TEST(Emit, TexelReadsOnlyWhenAskedForInGlsl) {
   EXPECT_EQ(emit(k, o).source.find("texelFetch"), std::string::npos);
 }
 
+// Every Vulkan device takes 128 bytes of push constants: a concat of many inputs of distinct sizes
+// becomes a tree of kernels through temps, each within that budget (values: tests/kernel/op_cases).
+TEST(Emit, WideConcatStaysWithinPortablePushConstants) {
+  std::vector<TensorType> in;
+  for (int64_t k = 1; k <= 13; ++k) in.push_back({DType::F32, make_shape({2, k, 3, 2})});
+  AttrMap attrs = complete_attrs(OpKind::Concat, {{"dim", int64_t(1)}}, {});
+  std::vector<TensorType> out = infer_types(OpKind::Concat, in, attrs, {});
+  LoweredOp op = lower_op(OpKind::Concat, attrs, in, out, 1);
+  EXPECT_GT(op.steps.size(), 1u);
+  EXPECT_FALSE(op.temps.empty());
+  for (const LoweredOp::Step& step : op.steps) EXPECT_LE(step.kernel.kernel.num_params * 4, 128);
+}
+
 TEST(Emit, KernelTextDoesNotDependOnSizes) {
   auto lower_at = [](int64_t rows) {
     std::vector<TensorType> in = {{DType::F32, {SymInt(rows), SymInt(3)}}, {DType::F32, {SymInt(3)}}};

@@ -261,6 +261,11 @@ std::vector<Case> build_table() {
   t.push_back({"permute_rank1", O::Permute, {{"dims", I{0}}}, {{DType::F32, {5}}}});
   t.push_back({"slice_default_axes", O::Slice, {{"starts", I{0, 1}}, {"ends", I{100, 3}}}, {{DType::F32, {3, 4}}}});
   t.push_back({"concat_rank1_i32", O::Concat, {}, {{DType::I32, {3}}, {DType::I32, {0}}, {DType::I32, {2}}}});
+  {  // 13 inputs of distinct sizes: too many params for one kernel, so a tree through temps
+    std::vector<Input> wide;
+    for (int64_t k = 1; k <= 13; ++k) wide.push_back({DType::F32, {2, k, 3, 2}});
+    t.push_back({"concat_wide_tree", O::Concat, {{"dim", int64_t(1)}}, wide});
+  }
   t.push_back({"split_dim0", O::Split, {{"sizes", I{2, 0, 1}}}, {{DType::F32, {3, 2}}}});
   t.push_back({"gather_dim0_i32", O::Gather, {}, {{DType::F32, {4, 3}}, {DType::I32, {2, 3}, Gen::Index, 4}}});
   t.push_back({"index_select_rank1_last", O::IndexSelect, {{"dim", int64_t(-1)}},
