@@ -154,7 +154,7 @@ PlannedProgram::PlannedProgram(const Graph& graph, Device device, const ProgramO
     for (int t : temps) ks.writes.push_back(t);
     if (g.nodes.size() == 1 && (g.nodes[0]->kind == OpKind::MatMul || g.nodes[0]->kind == OpKind::Linear ||
                                 g.nodes[0]->kind == OpKind::Gemm || g.nodes[0]->kind == OpKind::Conv)) {
-      ks.single_linalg = g.nodes[0];
+      ks.single_linalg = std::make_pair(g.nodes[0]->kind, g.nodes[0]->attrs);
       for (const Value* v : g.nodes[0]->inputs) ks.node_inputs.push_back(number.at(v));
       for (const Value* v : g.nodes[0]->outputs) ks.node_outputs.push_back(number.at(v));
     }
@@ -224,7 +224,7 @@ std::optional<PlannedProgram::LaunchPlan> PlannedProgram::template_launch(
   for (int v : ks.node_outputs)
     outs.push_back({nullptr, values_[size_t(v)].type.dtype, concrete(values_[size_t(v)].type.shape, bindings)});
   std::optional<TemplateLaunch> t =
-      backend_.plan_template(OpRun{ks.single_linalg->kind, ks.single_linalg->attrs, ins, outs});
+      backend_.plan_template(OpRun{ks.single_linalg->first, ks.single_linalg->second, ins, outs});
   if (!t) return std::nullopt;
   auto it = programs_.find(t->source);
   if (it == programs_.end()) {

@@ -107,7 +107,8 @@ class PlannedProgram : public DeviceProgram {
   struct KernelSteps {
     std::vector<Step> steps;
     // A group that is one matmul/linear/gemm/conv node: the backend may run a tuned template for it.
-    const Node* single_linalg = nullptr;
+    // Kept by value: the graph may be gone when a new input shape plans the launch again.
+    std::optional<std::pair<OpKind, AttrMap>> single_linalg;
     std::vector<int> node_inputs, node_outputs;  // its operands' value numbers, in op order
     std::vector<int> reads, writes;  // value numbers
     int in_place_output = -1, in_place_input = -1;
