@@ -72,6 +72,10 @@ struct Entry {
   std::unique_ptr<DeviceProgram> program;  // null: fn broke the graph and runs in lazy mode
   std::unique_ptr<LazySegments> lazy;      // the compiled segments between its breaks
   std::string break_location;
+  // For bundles made later (Compiled::bundle): the optimized graph, its passes and the device.
+  std::unique_ptr<Trace> traced;
+  std::vector<PassRecord> passes;
+  std::optional<Device> device;
 };
 
 struct Engine::State {
@@ -285,10 +289,9 @@ EntryGuards Engine::State::make_guards(std::span<const ArgView> args,
 // The trace bundle kiln-debug opens: IR after each pass, the kernels that ran with their source
 // lines, SPIR-V, memory plan and device times (a planned program; the interpreter's programs get one
 // kernel per node), guards and recompile reasons. One directory per compile: DIR/<name>_<N>/.
-void write_debug_bundle(const std::string& dir, const std::string& name, int compile_index,
-                        const Device& device, const Trace& traced, const std::vector<PassRecord>& passes,
-                        const CompileStats& stats, const DeviceProgram* program,
-                        const std::vector<LaunchTiming>& timings) {
+trace::Bundle debug_bundle(const std::string& name, const Device& device, const Trace& traced,
+                           const std::vector<PassRecord>& passes, const CompileStats& stats,
+                           const DeviceProgram* program, const std::vector<LaunchTiming>& timings) {
   trace::Bundle bundle;
   if (const auto* planned = dynamic_cast<const PlannedProgram*>(program)) {
     bundle = trace::make_program_bundle(traced.graph, *planned, timings, {.name = name});
@@ -306,6 +309,14 @@ void write_debug_bundle(const std::string& dir, const std::string& name, int com
   trace::record_guards(bundle, decisions);
   for (const std::string& reason : stats.recompile_reasons) bundle.recompiles.push_back({reason, "", 0});
   for (const std::string& where : stats.graph_break_locations) bundle.graph_breaks.push_back({where, "", 0});
+  return bundle;
+}
+
+void write_debug_bundle(const std::string& dir, const std::string& name, int compile_index,
+                        const Device& device, const Trace& traced, const std::vector<PassRecord>& passes,
+                        const CompileStats& stats, const DeviceProgram* program,
+                        const std::vector<LaunchTiming>& timings) {
+  trace::Bundle bundle = debug_bundle(name, device, traced, passes, stats, program, timings);
   std::string path = dir + "/" + name + "_" + std::to_string(compile_index);
   try {
     trace::write_bundle(path, bundle);
@@ -437,8 +448,13 @@ std::vector<Tensor> Engine::State::compile_and_run(std::span<const ArgView> args
              std::to_string(entry->guards.decisions.size()) + " shape decisions");
   Entry& stored = *entry;
   entries.push_back(std::move(entry));
+  stored.device = *device;
+  stored.passes = pass_records;
   std::vector<Tensor> inputs = stored.guards.program_inputs(args, modules);
-  if (debug_dir.empty()) return stored.program->run(inputs);
+  if (debug_dir.empty()) {
+    stored.traced = std::make_unique<Trace>(std::move(*traced));
+    return stored.program->run(inputs);
+  }
   // The bundle records this first run, profiled. It is written when the run fails too (a checked
   // mode error), since that is when it is wanted.
   std::vector<LaunchTiming> timings;
@@ -451,7 +467,20 @@ std::vector<Tensor> Engine::State::compile_and_run(std::span<const ArgView> args
     throw;
   }
   write_bundle(stored.program.get(), timings);
+  stored.traced = std::make_unique<Trace>(std::move(*traced));
   return results;
+}
+
+trace::Bundle Engine::bundle() const {
+  std::lock_guard lock(state_->mutex);
+  const State& s = *state_;
+  if (s.entries.empty())
+    throw Error("kiln::compile: " + s.name + " has not been compiled yet; call it once first");
+  const Entry& e = *s.entries.back();
+  if (!e.program || !e.traced)
+    throw Error("kiln::compile: " + s.name + "'s latest call signature runs in lazy mode (a graph "
+                "break at " + e.break_location + "): its segments have no single program to show");
+  return debug_bundle(s.name, *e.device, *e.traced, e.passes, s.stats, e.program.get(), {});
 }
 
 void check_options(const CompileOptions& options) {

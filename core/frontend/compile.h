@@ -17,6 +17,7 @@
 
 #include "core/frontend/tensor.h"
 #include "core/runtime/program.h"
+#include "core/trace/bundle.h"
 
 namespace kiln {
 
@@ -110,6 +111,7 @@ class Engine {
   // where the argument is); `eager` calls fn with the real arguments.
   std::vector<Tensor> call(std::span<const ArgView> args, TraceFn trace, EagerFn eager);
   CompileStats stats() const;
+  trace::Bundle bundle() const;
 
  private:
   struct State;
@@ -215,6 +217,10 @@ class Compiled<R(Args...)> {
   }
 
   CompileStats stats() const { return engine_->stats(); }
+  // The trace bundle (core/trace/bundle.h) of the most recent compile: its fused kernels with their
+  // generated code and source lines, memory plan, passes and guards, as kiln-debug shows them
+  // (kiln::debug::show). Throws kiln::Error before the first call or for a lazy-mode signature.
+  trace::Bundle bundle() const { return engine_->bundle(); }
 
  private:
   template <class A>
