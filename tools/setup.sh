@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Installs every Debian package kiln builds, tests and runs with. Safe to re-run.
-# --with-torch also installs the Python packages used to export reference models.
+# --with-torch also installs the Python packages that export the reference models (tools/test.sh).
 set -euo pipefail
 
 packages=(

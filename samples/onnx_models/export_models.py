@@ -8,7 +8,7 @@ are built with weights=None and initialised from torch.manual_seed.
 
   /usr/bin/python3 samples/onnx_models/export_models.py --out DIR [--only a,b] [--small]
 
---small exports only the small models (each well under 2 MB), the set kept in tests/onnx/models.
+--small exports only the small models (each well under 2 MB), the set CTest exports and checks.
 """
 import argparse
 import math
