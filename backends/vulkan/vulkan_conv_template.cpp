@@ -7,6 +7,8 @@
 #include <cstring>
 #include <vector>
 
+#include "backends/vulkan/vulkan_templates.h"
+
 namespace kiln::vulkan {
 namespace {
 
@@ -49,13 +51,7 @@ bool fits_i32(int64_t v) { return v >= 0 && v <= INT32_MAX; }
 std::string conv_source(const ConvTile& t, int kh, int kw, bool pointwise, bool depthwise, int sw,
                         int dw, bool has_bias) {
   std::string s = "#version 450\n";
-  auto define = [&](const char* name, int value) {
-    s += "#define ";
-    s += name;
-    s += ' ';
-    s += std::to_string(value);
-    s += '\n';
-  };
+  auto define = [&](const char* name, int value) { s += glsl_define(name, value); };
   define("KH", kh);
   define("KW", kw);
   define("TM", t.tm);

@@ -225,15 +225,13 @@ MatmulTile default_matmul_tile(const DeviceCaps& caps) {
   return t;
 }
 
+std::string glsl_define(const char* name, int value) {
+  return std::string("#define ") + name + " " + std::to_string(value) + "\n";
+}
+
 std::string matmul_source(const MatmulTile& t, bool trans_a, bool trans_b, bool has_c) {
   std::string s = "#version 450\n";
-  auto define = [&](const char* name, int value) {
-    s += "#define ";
-    s += name;
-    s += ' ';
-    s += std::to_string(value);
-    s += '\n';
-  };
+  auto define = [&](const char* name, int value) { s += glsl_define(name, value); };
   define("BM", t.bm);
   define("BN", t.bn);
   define("BK", t.bk);

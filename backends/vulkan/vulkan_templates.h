@@ -77,6 +77,8 @@ MatmulTile default_matmul_tile(const DeviceCaps& caps);
 
 // The matmul template's source for one variant: #version and the defines, then shaders/matmul.comp.
 std::string matmul_source(const MatmulTile& tile, bool trans_a, bool trans_b, bool has_c);
+// "#define NAME value\n": how template variants are selected in their GLSL source.
+std::string glsl_define(const char* name, int value);
 // The tiles kiln-bench's `tiles` command times, and max-autotune's candidates before the device filter.
 std::vector<MatmulTile> matmul_bench_tiles();
 
