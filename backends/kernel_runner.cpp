@@ -132,7 +132,7 @@ const KernelRunner::Planned& KernelRunner::plan(const OpRun& run) {
           std::max<size_t>(size_t(numel(t.shape).value()) * dtype_size(t.dtype), 4));
     kernel::EmitOptions emit_options;
     emit_options.dialect = dialect_;
-    emit_options.texel_reads = caps_.is_cpu;
+    emit_options.texel_reads = emit_options.vec4_pointwise = caps_.is_cpu;
     for (const kernel::LoweredOp::Step& s : lowered.steps) {
       int64_t elements = s.kernel.elements();
       if (elements == 0) continue;
@@ -144,7 +144,7 @@ const KernelRunner::Planned& KernelRunner::plan(const OpRun& run) {
       step.push_constants.resize(params.size() * sizeof(int32_t));
       if (!params.empty())
         std::memcpy(step.push_constants.data(), params.data(), step.push_constants.size());
-      step.groups = kernel::launch_groups(elements, emitted.workgroup_size);
+      step.groups = kernel::launch_groups(emitted, elements);
       planned->steps.push_back(std::move(step));
     }
   }

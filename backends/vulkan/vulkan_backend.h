@@ -67,6 +67,7 @@ struct MemoryStats {
   size_t buffers = 0;             // live kiln buffers
   size_t bytes_reserved = 0;      // bytes held in device memory blocks
   size_t bytes_in_use = 0;        // bytes handed out to buffers (after alignment)
+  size_t bytes_cached = 0;        // freed big buffers' blocks kept for reuse (part of bytes_reserved)
   bool direct_map = false;        // buffers are host-visible: upload/download are memcpy
 };
 

@@ -52,6 +52,7 @@ MemoryAllocator::MemoryAllocator(Device& device, const VulkanOptions& options)
       direct_map_ = !options.force_staging;
   device_flags_ = direct_map_ ? unified : VkMemoryPropertyFlags(VK_MEMORY_PROPERTY_DEVICE_LOCAL_BIT);
   block_bytes_ = std::min<VkDeviceSize>(block_bytes_, mem.memoryHeaps[biggest_heap].size / 4);
+  cache_limit_ = std::min<VkDeviceSize>(VkDeviceSize(1) << 30, mem.memoryHeaps[biggest_heap].size / 16);
 }
 
 MemoryAllocator::~MemoryAllocator() {
@@ -105,6 +106,32 @@ MemoryBlock* MemoryAllocator::new_block(uint32_t type, VkDeviceSize size, bool d
   return blocks_.back().get();
 }
 
+MemoryBlock* MemoryAllocator::new_block_or_uncache(uint32_t type, VkDeviceSize size, bool dedicated) {
+  try {
+    return new_block(type, size, dedicated, direct_map_);
+  } catch (const Error&) {
+    if (cached_.empty()) throw;
+  }
+  for (MemoryBlock* b : cached_) free_block(b);
+  cached_.clear();
+  cached_bytes_ = 0;
+  return new_block(type, size, dedicated, direct_map_);
+}
+
+// The smallest cached block that holds `size` without wasting more than an eighth of it.
+MemoryBlock* MemoryAllocator::take_cached(uint32_t type, VkDeviceSize size) {
+  auto best = cached_.end();
+  for (auto it = cached_.begin(); it != cached_.end(); ++it)
+    if ((*it)->type == type && (*it)->size >= size && (*it)->size <= size + size / 8 &&
+        (best == cached_.end() || (*it)->size < (*best)->size))
+      best = it;
+  if (best == cached_.end()) return nullptr;
+  MemoryBlock* block = *best;
+  cached_.erase(best);
+  cached_bytes_ -= block->size;
+  return block;
+}
+
 void MemoryAllocator::free_block(MemoryBlock* block) {
   uint32_t heap = device_.memory_properties().memoryTypes[block->type].heapIndex;
   heap_reserved_[heap] -= block->size;
@@ -125,7 +152,8 @@ Allocation MemoryAllocator::allocate(const VkMemoryRequirements& req) {
     return a;
   };
   if (size > block_bytes_ / 2) {  // big tensors get their own allocation instead of fragmenting blocks
-    MemoryBlock* block = new_block(type, size, true, direct_map_);
+    MemoryBlock* block = take_cached(type, size);
+    if (!block) block = new_block_or_uncache(type, size, true);
     block->free.clear();
     return take(block, 0);
   }
@@ -142,7 +170,7 @@ Allocation MemoryAllocator::allocate(const VkMemoryRequirements& req) {
       return take(b.get(), start);
     }
   }
-  MemoryBlock* block = new_block(type, block_bytes_, false, direct_map_);
+  MemoryBlock* block = new_block_or_uncache(type, block_bytes_, false);
   block->free.clear();
   if (size < block_bytes_) block->free[size] = block_bytes_ - size;
   return take(block, 0);
@@ -157,7 +185,17 @@ void MemoryAllocator::release(const Allocation& a) {
     --buffers_;
   }
   if (block->dedicated) {
-    free_block(block);
+    if (block->host || block->size > cache_limit_) {
+      free_block(block);
+      return;
+    }
+    cached_.push_back(block);
+    cached_bytes_ += block->size;
+    while (cached_bytes_ > cache_limit_) {
+      cached_bytes_ -= cached_.front()->size;
+      free_block(cached_.front());
+      cached_.erase(cached_.begin());
+    }
     return;
   }
   auto [it, inserted] = block->free.emplace(a.offset, a.size);
@@ -204,6 +242,7 @@ MemoryStats MemoryAllocator::stats() const {
   s.buffers = buffers_;
   for (auto& b : blocks_) s.bytes_reserved += b->size;
   s.bytes_in_use = bytes_in_use_;
+  s.bytes_cached = cached_bytes_;
   s.direct_map = direct_map_;
   return s;
 }

@@ -46,7 +46,10 @@ class MemoryAllocator {
  private:
   uint32_t pick_type(uint32_t type_bits, VkMemoryPropertyFlags required) const;
   MemoryBlock* new_block(uint32_t type, VkDeviceSize size, bool dedicated, bool map);
+  // new_block, after returning the cached blocks to the driver when the first try runs out of memory.
+  MemoryBlock* new_block_or_uncache(uint32_t type, VkDeviceSize size, bool dedicated);
   void free_block(MemoryBlock* block);
+  MemoryBlock* take_cached(uint32_t type, VkDeviceSize size);
 
   Device& device_;
   VkDeviceSize block_bytes_;
@@ -54,6 +57,12 @@ class MemoryAllocator {
   VkMemoryPropertyFlags device_flags_ = 0;
   std::vector<std::unique_ptr<MemoryBlock>> blocks_;
   std::vector<VkDeviceSize> heap_reserved_;
+  // Freed dedicated blocks kept for the next big buffer of about their size, oldest first: eager
+  // code frees and allocates same-sized activations every call, and a fresh block costs the
+  // driver's allocation and first-touch page faults (on lavapipe as much as the kernel itself).
+  std::vector<MemoryBlock*> cached_;
+  VkDeviceSize cached_bytes_ = 0;
+  VkDeviceSize cache_limit_ = 0;
   size_t bytes_in_use_ = 0;
   size_t buffers_ = 0;
   mutable std::mutex mutex_;

@@ -98,22 +98,27 @@ class Printer {
   Printer(const Kernel& k, const EmitOptions& o) : k_(k), o_(o), d_(o.dialect) {}
 
   EmittedKernel run() {
+    vec4_ = vectorized();
     header();
     if (k_.rank == 0) line("  int gid = 0;", k_.origins());
+    if (vec4_) vec4_prologue();
     index_prologue();
     if (k_.kind == KernelKind::Reduce) reduce_loop();
     for (const Store& s : k_.stores) {
       context_ = collect_origins(s.value);
       std::string v = value(s.value);
       DType t = k_.buffers.at(size_t(s.buffer)).dtype;
-      line("  b" + std::to_string(s.buffer) + "[gid] = " + store_text(t, v, d_) + ";",
+      std::string b = "b" + std::to_string(s.buffer);
+      line(indent_ + (vec4_ ? "o" + b + "[lane]" : b + "[gid]") + " = " + store_text(t, v, d_) + ";",
            collect_origins(s.value));
     }
+    if (vec4_) vec4_epilogue();
     line("}");
     EmittedKernel out;
     out.source = src_.str();
     out.line_origins = std::move(origins_);
     out.workgroup_size = o_.workgroup_size;
+    out.elements_per_invocation = vec4_ ? 4 : 1;
     return out;
   }
 
@@ -140,6 +145,81 @@ class Printer {
     for (const BufferSlot& other : k_.buffers)
       if (other.dtype == DType::F16 || other.dtype == DType::BF16) return false;
     return true;
+  }
+
+  // See EmitOptions::vec4_pointwise. 16-bit kernels keep storage loads (texel_input), so they stay scalar.
+  bool vectorized() const {
+    if (!glsl(d_) || !o_.texel_reads || !o_.vec4_pointwise || k_.kind != KernelKind::Pointwise || k_.rank == 0)
+      return false;
+    for (const BufferSlot& b : k_.buffers) {
+      if (b.dtype == DType::F16 || b.dtype == DType::BF16) return false;
+      if (b.output && b.dtype != DType::F32 && b.dtype != DType::I32) return false;
+    }
+    return true;
+  }
+
+  static bool is_linear_index(const ExprRef& e) { return e->kind == ExprKind::Coord && e->index < 0; }
+
+  // vec4 kernels: each invocation owns elements [4 * gv, 4 * gv + 4). Inputs read at the element's own
+  // index are fetched as one texel before the lane loop; outputs collect in a vec4 stored after it.
+  void vec4_prologue() {
+    const std::vector<int> all = k_.origins();
+    auto tag = [&](const std::string& text) { line(text, all); };
+    tag("  int gv = int(gl_GlobalInvocationID.x + gl_GlobalInvocationID.y * gl_NumWorkGroups.x * " +
+        std::to_string(o_.workgroup_size) + "u);");
+    tag("  int total = " + total_elements() + ";");
+    tag("  if (gv * 4 >= total) return;");
+    std::set<int> fetched;
+    std::vector<const Expr*> stack;
+    for (const Store& s : k_.stores) stack.push_back(s.value.get());
+    std::set<const Expr*> seen;
+    while (!stack.empty()) {
+      const Expr* e = stack.back();
+      stack.pop_back();
+      if (!seen.insert(e).second) continue;
+      if (e->kind == ExprKind::Load && texel_input(size_t(e->index)) && is_linear_index(e->args[0]))
+        fetched.insert(e->index);
+      for (const ExprRef& a : e->args) stack.push_back(a.get());
+    }
+    for (int slot : fetched) {
+      std::string b = "b" + std::to_string(slot);
+      tag("  " + vec4_type(k_.buffers[size_t(slot)].dtype) + " q" + b + " = imageLoad(" + b + ", gv);");
+      prefetched_.insert(slot);
+    }
+    for (const Store& s : k_.stores) {
+      std::string b = "b" + std::to_string(s.buffer);
+      std::string t = vec4_type(k_.buffers.at(size_t(s.buffer)).dtype);
+      tag("  " + t + " o" + b + " = " + t + "(0);");
+    }
+    tag("  for (int lane = 0; lane < 4; ++lane) {");
+    indent_ = "    ";
+  }
+
+  void vec4_epilogue() {
+    const std::vector<int> all = k_.origins();
+    indent_ = "  ";
+    line("  }");
+    line("  if (gv * 4 + 4 <= total) {", all);
+    for (const Store& s : k_.stores) {
+      std::string b = "b" + std::to_string(s.buffer);
+      line("    " + b + "[gv] = o" + b + ";", collect_origins(s.value));
+    }
+    line("  } else {", all);
+    line("    for (int lane = 0; gv * 4 + lane < total; ++lane) {", all);
+    for (const Store& s : k_.stores) {
+      std::string b = "b" + std::to_string(s.buffer);
+      line("      " + b + "[gv][lane] = o" + b + "[lane];", collect_origins(s.value));
+    }
+    line("    }");
+    line("  }");
+  }
+
+  static std::string vec4_type(DType t) { return t == DType::I32 ? "ivec4" : "vec4"; }
+
+  std::string total_elements() const {
+    std::string total = "pc.p[0]";
+    for (int d = 1; d < k_.rank; ++d) total += " * pc.p[" + std::to_string(d) + "]";
+    return total;
   }
 
   bool uses(DType t) const {
@@ -192,9 +272,18 @@ class Printer {
     for (size_t i = 0; i < k_.buffers.size(); ++i) {
       const BufferSlot& b = k_.buffers[i];
       std::string n = std::to_string(i);
-      if (texel_input(i)) {
-        line("layout(binding = " + n + ") uniform " + (b.dtype == DType::I32 ? "isamplerBuffer" : "samplerBuffer") +
+      bool i32 = b.dtype == DType::I32;
+      if (vec4_ && texel_input(i)) {
+        line("layout(binding = " + n + (i32 ? ", rgba32i) uniform readonly iimageBuffer" : ", rgba32f) uniform readonly imageBuffer") +
              " b" + n + ";");
+        continue;
+      }
+      if (texel_input(i)) {
+        line("layout(binding = " + n + ") uniform " + (i32 ? "isamplerBuffer" : "samplerBuffer") + " b" + n + ";");
+        continue;
+      }
+      if (vec4_ && b.output) {
+        line("layout(std430, binding = " + n + ") writeonly buffer B" + n + " { " + vec4_type(b.dtype) + " b" + n + "[]; };");
         continue;
       }
       line("layout(std430, binding = " + n + ") " + (b.output ? "writeonly" : "readonly") +
@@ -246,18 +335,22 @@ class Printer {
     }
     std::string row = glsl(d_) ? "gl_NumWorkGroups.x * " + std::to_string(o_.workgroup_size) + "u"
                                : "gridDim.x * blockDim.x";
-    tag("  int gid = int(" + x + " + " + y + " * " + row + ");");
-    std::string total = "pc.p[0]";
-    for (int d = 1; d < k_.rank; ++d) total += " * pc.p[" + std::to_string(d) + "]";
-    tag("  if (gid >= " + total + ") return;");
-    tag("  int rest = gid;");
+    const std::string& in = indent_;
+    if (vec4_) {
+      tag(in + "int gid = gv * 4 + lane;");
+      tag(in + "if (gid >= total) break;");
+    } else {
+      tag("  int gid = int(" + x + " + " + y + " * " + row + ");");
+      tag("  if (gid >= " + total_elements() + ") return;");
+    }
+    tag(in + "int rest = gid;");
     for (int d = k_.rank - 1; d >= 0; --d) {
       std::string ds = std::to_string(d);
       if (d == 0) {
-        tag("  int c0 = rest;");
+        tag(in + "int c0 = rest;");
       } else {
-        tag("  int c" + ds + " = rest % pc.p[" + ds + "];");
-        tag("  rest = rest / pc.p[" + ds + "];");
+        tag(in + "int c" + ds + " = rest % pc.p[" + ds + "];");
+        tag(in + "rest = rest / pc.p[" + ds + "];");
       }
     }
   }
@@ -335,8 +428,13 @@ class Printer {
       case ExprKind::Load: {
         std::string off = value(e->args[0]);
         std::string b = "b" + std::to_string(e->index);
-        text = texel_input(size_t(e->index)) ? "texelFetch(" + b + ", " + off + ").x"
-                                             : load_text(e->type, b + "[" + off + "]", d_);
+        if (prefetched_.count(e->index) && is_linear_index(e->args[0]))
+          text = "q" + b + "[lane]";
+        else if (vec4_ && texel_input(size_t(e->index)))
+          text = "imageLoad(" + b + ", " + off + " >> 2)[" + off + " & 3]";
+        else
+          text = texel_input(size_t(e->index)) ? "texelFetch(" + b + ", " + off + ").x"
+                                               : load_text(e->type, b + "[" + off + "]", d_);
         break;
       }
       case ExprKind::Op: text = op_text(*e); break;
@@ -462,6 +560,8 @@ class Printer {
   std::set<DType> used_types_;
   std::string indent_ = "  ";
   int next_ = 0;
+  bool vec4_ = false;
+  std::set<int> prefetched_;  // vec4 kernels: input slots read as one texel per invocation
   std::vector<int> context_;  // origins inherited by nodes that have none
 };
 
@@ -484,6 +584,11 @@ std::string emit_prelude_for(Dialect dialect) {
   }
   for (const char* part : {prelude_common(), prelude_f64(), prelude_bf16(), prelude_i64()}) text += part;
   return text;
+}
+
+std::array<uint32_t, 3> launch_groups(const EmittedKernel& kernel, int64_t elements) {
+  int64_t per = kernel.elements_per_invocation;
+  return launch_groups((elements + per - 1) / per, kernel.workgroup_size);
 }
 
 std::array<uint32_t, 3> launch_groups(int64_t elements, int workgroup_size) {

@@ -200,7 +200,7 @@ const Program& PlannedProgram::program_for(const kernel::LoweredKernel& k, std::
                                            std::vector<std::vector<int>>* line_origins_out) {
   kernel::EmitOptions options;
   options.dialect = backend_.kind() == BackendKind::Cuda ? kernel::Dialect::Cuda : kernel::Dialect::Glsl;
-  options.texel_reads = backend_.caps().is_cpu;
+  options.texel_reads = options.vec4_pointwise = backend_.caps().is_cpu;
   kernel::EmittedKernel emitted = kernel::emit(k.kernel, options);
   if (source_out) *source_out = emitted.source;
   if (line_origins_out) *line_origins_out = emitted.line_origins;
@@ -209,7 +209,8 @@ const Program& PlannedProgram::program_for(const kernel::LoweredKernel& k, std::
   ProgramSource source{k.kernel.name, options.dialect == kernel::Dialect::Glsl ? "glsl" : "cuda", emitted.source};
   auto program = backend_.compile(source);
   const Program& ref = *program;
-  program_info_[&ref] = {k.kernel.name, source.language, emitted.source, emitted.workgroup_size, false};
+  program_info_[&ref] = {k.kernel.name, source.language, emitted.source, emitted.workgroup_size, false,
+                         emitted.elements_per_invocation};
   programs_.emplace(emitted.source, std::move(program));
   return ref;
 }
@@ -307,8 +308,14 @@ PlannedProgram::LaunchPlan PlannedProgram::copy_launch(DType dtype, int64_t elem
   int out = b.add_buffer(dtype, true);
   b.kernel().stores.push_back({out, kernel::load(in, dtype, kernel::linear_index())});
   kernel::LoweredKernel k = b.finish();
-  return {&program_for(k), {}, push_bytes(k.param_values()),
-          kernel::launch_groups(elements, kernel::EmitOptions{}.workgroup_size)};
+  const Program* program = &program_for(k);
+  return {program, {}, push_bytes(k.param_values()), groups_for(program, elements)};
+}
+
+std::array<uint32_t, 3> PlannedProgram::groups_for(const Program* program, int64_t elements) const {
+  const ProgramInfo& info = program_info_.at(program);
+  const int64_t per = info.elements_per_invocation;
+  return kernel::launch_groups((elements + per - 1) / per, info.workgroup_size);
 }
 
 void PlannedProgram::prepare(const std::map<std::string, int64_t>& bindings) {
@@ -333,8 +340,7 @@ void PlannedProgram::prepare(const std::map<std::string, int64_t>& bindings) {
       int64_t elements = s.kernel.elements(bindings);
       if (elements == 0) continue;
       launches_.push_back({s.program, s.args, push_bytes(s.kernel.param_values(bindings)),
-                           kernel::launch_groups(elements, kernel::EmitOptions{}.workgroup_size), int(k),
-                           int(i)});
+                           groups_for(s.program, elements), int(k), int(i)});
     }
   }
   output_copies_.clear();

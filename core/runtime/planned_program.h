@@ -160,7 +160,10 @@ class PlannedProgram : public DeviceProgram {
     std::string name, language, source;
     int workgroup_size = 0;
     bool is_template = false;
+    int elements_per_invocation = 1;
   };
+  // Workgroups a generated program needs for `elements` iterations.
+  std::array<uint32_t, 3> groups_for(const Program* program, int64_t elements) const;
   std::map<const Program*, ProgramInfo> program_info_;  // what launches() reports
   bool profiling_ = false;  // run(): launch directly even with reduce_overhead
 

@@ -191,11 +191,11 @@ Bundle make_bundle(const Graph& graph, const MakeBundleOptions& options) {
     for (const TensorType& t : out_types) k.bytes_written += bytes(t);
     k.flops = estimate_flops(n);
     for (const kernel::LoweredOp::Step& step : lowered.steps) {
-      int64_t count = step.kernel.elements(hints), wg = kernel::EmitOptions{}.workgroup_size;
+      int64_t count = step.kernel.elements(hints);
       if (count == 0) continue;
       kernel::EmittedKernel emitted = kernel::emit(step.kernel.kernel, emit_options);
       untagged_lines += attribute_body_lines(emitted, n.id);
-      k.sources.push_back(make_source(emitted, options.dialect, kernel::launch_groups(count, int(wg))));
+      k.sources.push_back(make_source(emitted, options.dialect, kernel::launch_groups(emitted, count)));
       if (k.sources.size() == 1) k.name = step.kernel.kernel.name;
     }
     if (k.sources.empty()) {

@@ -465,6 +465,30 @@ TEST_F(VulkanRuntime, AllocationPastTheLimitThrowsLeaksNothingAndNextAllocationW
   expect_round_trip(*backend_, limit);  // exactly the limit is allowed
 }
 
+// A freed big buffer's memory serves the next buffer of about its size (eager code frees and
+// allocates same-sized activations every call); a much bigger one still gets fresh memory.
+TEST_F(VulkanRuntime, FreedBigBuffersAreReusedForTheNextOfTheirSize) {
+  const size_t big = size_t(48) << 20;  // above half the 64 MiB shared block: a dedicated allocation
+  backend_->alloc(big).reset();
+  auto cached = backend_->memory_stats();
+  EXPECT_GE(cached.bytes_cached, big);
+  {
+    auto again = backend_->alloc(big - 4096);
+    auto during = backend_->memory_stats();
+    EXPECT_EQ(during.device_allocations, cached.device_allocations);
+    EXPECT_EQ(during.bytes_cached + big, cached.bytes_cached);
+    std::vector<uint32_t> data(1024);
+    for (uint32_t i = 0; i < data.size(); ++i) data[i] = i * 7u;
+    backend_->upload(*again, data.data(), data.size() * 4, big - 8192);
+    std::vector<uint32_t> back(data.size());
+    backend_->download(*again, back.data(), back.size() * 4, big - 8192);
+    EXPECT_EQ(back, data);
+    auto bigger = backend_->alloc(2 * big);
+    EXPECT_EQ(backend_->memory_stats().device_allocations, during.device_allocations + 1);
+  }
+  EXPECT_EQ(backend_->memory_stats().buffers, cached.buffers);
+}
+
 TEST_F(VulkanRuntime, ManySmallAllocationsShareBlocksAndDoNotOverlap) {
   auto before = backend_->memory_stats();
   std::vector<std::unique_ptr<Buffer>> buffers;

@@ -83,6 +83,36 @@ TEST(Emit, TexelReadsOnlyWhenAskedForInGlsl) {
   EXPECT_EQ(emit(k, o).source.find("texelFetch"), std::string::npos);
 }
 
+// Software devices compute 4 elements per invocation: the same-shape operand is fetched as one
+// 4-wide texel, the broadcast one per element, and the result leaves as one vec4 store.
+TEST(Emit, Vec4PointwiseOnlyForWordOutputsInGlsl) {
+  const LoweredOp op = lower_add();
+  const Kernel& k = op.steps[0].kernel.kernel;
+  EmitOptions o = options();
+  o.texel_reads = o.vec4_pointwise = true;
+  const EmittedKernel v = emit(k, o);
+  EXPECT_EQ(v.elements_per_invocation, 4);
+  EXPECT_NE(v.source.find("rgba32f) uniform readonly imageBuffer b0;"), std::string::npos) << v.source;
+  EXPECT_NE(v.source.find("vec4 qb0 = imageLoad(b0, gv);"), std::string::npos) << v.source;
+  EXPECT_NE(v.source.find("imageLoad(b1, "), std::string::npos) << v.source;  // the broadcast row
+  EXPECT_NE(v.source.find("{ vec4 b2[]; }"), std::string::npos) << v.source;
+  EXPECT_NE(v.source.find("b2[gv] = ob2;"), std::string::npos) << v.source;
+  EXPECT_EQ(launch_groups(v, 4 * 256 + 1), (std::array<uint32_t, 3>{2, 1, 1}));
+
+  o.vec4_pointwise = false;
+  EXPECT_EQ(emit(k, o).elements_per_invocation, 1);
+  o.vec4_pointwise = true;
+  o.dialect = Dialect::Cuda;
+  EXPECT_EQ(emit(k, o).elements_per_invocation, 1);
+
+  // A bool output keeps one element per invocation.
+  std::vector<TensorType> in = {{DType::F32, {SymInt(8)}}, {DType::F32, {SymInt(8)}}};
+  std::vector<TensorType> out = infer_types(OpKind::Lt, in, {}, {});
+  LoweredOp lt = lower_op(OpKind::Lt, complete_attrs(OpKind::Lt, {}, {}), in, out, 1);
+  o.dialect = Dialect::Glsl;
+  EXPECT_EQ(emit(lt.steps[0].kernel.kernel, o).elements_per_invocation, 1);
+}
+
 // Every Vulkan device takes 128 bytes of push constants: a concat of many inputs of distinct sizes
 // becomes a tree of kernels through temps, each within that budget (values: tests/kernel/op_cases).
 TEST(Emit, WideConcatStaysWithinPortablePushConstants) {
