@@ -30,5 +30,6 @@ class Progress {
 int cmd_test_onnx(const std::vector<std::string>& args);
 int cmd_run(const std::vector<std::string>& args);
 int cmd_bench(const std::vector<std::string>& args);
+int cmd_devices(const std::vector<std::string>& args);
 
 }  // namespace kiln::cli
