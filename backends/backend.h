@@ -107,6 +107,7 @@ class Stream {
 struct TemplateLaunch {
   std::string name;
   std::string source;                 // the whole program text, variant defines included
+  std::string language = "glsl";      // what `source` is written in: "glsl", "cuda"
   std::vector<int> args;              // op buffer slots (inputs, then outputs) bound in order
   std::vector<uint8_t> push_constants;
   std::array<uint32_t, 3> groups{1, 1, 1};
@@ -157,6 +158,9 @@ std::vector<DeviceEntry> available_devices();
 // The backend object for a device, created on first use and kept for the process. Throws
 // kiln::Error saying why when the device is not available.
 Backend& backend_for(BackendKind kind, int index);
+// Makes backend_for(kind, index) return `backend` for the rest of the process (tests: a host
+// emulation of a GPU). available_devices() does not list it. Throws if that device is already open.
+Backend& install_backend(BackendKind kind, int index, std::unique_ptr<Backend> backend);
 
 // Backends register a factory at startup (see backends/registry.cpp for the list).
 struct BackendFactory {

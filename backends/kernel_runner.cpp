@@ -96,10 +96,11 @@ Stream& KernelRunner::stream() {
   return *stream_;
 }
 
-const Program& KernelRunner::program_for(const std::string& name, const std::string& source) {
+const Program& KernelRunner::program_for(const std::string& name, const std::string& source,
+                                         const std::string& language) {
   auto it = programs_.find(source);
   if (it != programs_.end()) return *it->second;
-  ProgramSource program_source{name, dialect_ == kernel::Dialect::Glsl ? "glsl" : "cuda", source};
+  ProgramSource program_source{name, language, source};
   auto program = backend_.compile(program_source);
   const Program& ref = *program;
   programs_.emplace(source, std::move(program));
@@ -116,7 +117,7 @@ const KernelRunner::Planned& KernelRunner::plan(const OpRun& run) {
   if (options_.templates) chosen = options_.templates(run, caps_);
   if (chosen) {
     Planned::Step step;
-    step.program = &program_for(chosen->name, chosen->source);
+    step.program = &program_for(chosen->name, chosen->source, chosen->language);
     step.args = chosen->args;
     step.push_constants = std::move(chosen->push_constants);
     step.groups = chosen->groups;
@@ -138,7 +139,8 @@ const KernelRunner::Planned& KernelRunner::plan(const OpRun& run) {
       if (elements == 0) continue;
       kernel::EmittedKernel emitted = kernel::emit(s.kernel.kernel, emit_options);
       Planned::Step step;
-      step.program = &program_for(s.kernel.kernel.name, emitted.source);
+      step.program = &program_for(s.kernel.kernel.name, emitted.source,
+                                  dialect_ == kernel::Dialect::Glsl ? "glsl" : "cuda");
       step.args = s.args;
       std::vector<int32_t> params = s.kernel.param_values();
       step.push_constants.resize(params.size() * sizeof(int32_t));

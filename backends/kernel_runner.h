@@ -55,7 +55,7 @@ class KernelRunner {
 
  private:
   struct Planned;  // a lowered op's launches with their programs, cached by op signature
-  const Program& program_for(const std::string& name, const std::string& source);
+  const Program& program_for(const std::string& name, const std::string& source, const std::string& language);
   const Planned& plan(const OpRun& run);
   Stream& stream();
 

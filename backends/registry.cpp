@@ -47,9 +47,30 @@ std::vector<DeviceEntry> available_devices() {
   return all;
 }
 
+namespace {
+// Created on first use, so open backends are destroyed before anything created earlier.
+struct OpenBackends {
+  std::mutex mutex;
+  std::map<std::pair<BackendKind, int>, std::unique_ptr<Backend>> map;
+};
+OpenBackends& open_backends() {
+  static OpenBackends open;
+  return open;
+}
+}  // namespace
+
+Backend& install_backend(BackendKind kind, int index, std::unique_ptr<Backend> backend) {
+  OpenBackends& o = open_backends();
+  std::lock_guard lock(o.mutex);
+  if (o.map.count({kind, index}))
+    throw Error(std::string("device ") + backend_kind_name(kind) + ":" + std::to_string(index) +
+                " is already open: install a backend for it before first use");
+  return *o.map.emplace(std::make_pair(kind, index), std::move(backend)).first->second;
+}
+
 Backend& backend_for(BackendKind kind, int index) {
-  static std::mutex mutex;
-  static std::map<std::pair<BackendKind, int>, std::unique_ptr<Backend>> open;
+  std::mutex& mutex = open_backends().mutex;
+  auto& open = open_backends().map;
   std::lock_guard lock(mutex);
   auto key = std::make_pair(kind, index);
   auto it = open.find(key);

@@ -1,11 +1,12 @@
 // The CUDA backend: device memory, NVRTC-compiled programs from the CUDA dialect of the shared
-// emitter, launches on a stream, and CUDA graphs for record/replay. Everything CUDA is loaded at run
-// time, so without a driver or GPU the registry lists no CUDA device and says why.
+// emitter or the CUDA templates, launches on a stream (timed with events), and CUDA graphs for
+// record/replay. Everything CUDA is loaded at run time, so without a driver or GPU the registry
+// lists no CUDA device and says why.
 #include <cstring>
-#include <regex>
 
 #include "backends/backend.h"
 #include "backends/cuda/cuda_driver.h"
+#include "backends/cuda/cuda_templates.h"
 #include "backends/cuda/nvrtc.h"
 #include "backends/kernel_runner.h"
 #include "core/support/error.h"
@@ -54,8 +55,9 @@ class CudaBuffer : public Buffer {
 
 class CudaProgram : public Program {
  public:
-  CudaProgram(const Context& ctx, const std::string& ptx, const std::string& entry, unsigned block)
-      : ctx_(ctx), block_(block) {
+  CudaProgram(const Context& ctx, const std::string& ptx, const std::string& entry, unsigned block,
+              std::string name)
+      : ctx_(ctx), block_(block), name_(std::move(name)) {
     ctx_.bind();
     ctx_.driver().check(ctx_.driver().cuModuleLoadData(&module_, ptx.c_str()), "cuModuleLoadData");
     ctx_.driver().check(ctx_.driver().cuModuleGetFunction(&function_, module_, entry.c_str()),
@@ -64,21 +66,27 @@ class CudaProgram : public Program {
   ~CudaProgram() override { ctx_.driver().cuModuleUnload(module_); }
   CUfunction function() const { return function_; }
   unsigned block() const { return block_; }
+  const std::string& name() const { return name_; }
 
  private:
   const Context& ctx_;
   CUmodule module_ = nullptr;
   CUfunction function_ = nullptr;
   unsigned block_;
+  std::string name_;
 };
 
 class CudaStream : public Stream {
  public:
-  explicit CudaStream(const Context& ctx) : ctx_(ctx), d_(ctx.driver()) {
+  CudaStream(const Context& ctx, bool timed) : ctx_(ctx), d_(ctx.driver()), timed_(timed) {
     ctx_.bind();
     d_.check(d_.cuStreamCreate(&stream_, 0), "cuStreamCreate");
   }
   ~CudaStream() override {
+    ctx_.bind();
+    d_.cuStreamSynchronize(stream_);
+    for (const Timed& t : pending_) release(t);
+    for (CUevent e : free_events_) d_.cuEventDestroy(e);
     if (exec_) d_.cuGraphExecDestroy(exec_);
     if (graph_) d_.cuGraphDestroy(graph_);
     d_.cuStreamDestroy(stream_);
@@ -88,10 +96,11 @@ class CudaStream : public Stream {
     auto* program = dynamic_cast<const CudaProgram*>(launch.program);
     if (!program) throw Error("cuda: launch needs a program compiled by the CUDA backend");
     std::vector<CUdeviceptr> ptrs;
-    for (Buffer* b : launch.buffers) {
-      auto* cb = dynamic_cast<CudaBuffer*>(b);
+    for (size_t i = 0; i < launch.buffers.size(); ++i) {
+      auto* cb = dynamic_cast<CudaBuffer*>(launch.buffers[i]);
       if (!cb) throw Error("cuda: launch got a buffer not allocated by the CUDA backend");
-      ptrs.push_back(cb->ptr());
+      // Compiled programs bind ranges of one arena: each binding starts at its offset.
+      ptrs.push_back(cb->ptr() + (launch.offsets.empty() ? 0 : launch.offsets[i]));
     }
     std::vector<void*> args;
     for (CUdeviceptr& p : ptrs) args.push_back(&p);
@@ -99,15 +108,29 @@ class CudaStream : public Stream {
     std::vector<uint8_t> params = launch.push_constants;
     if (!params.empty()) args.push_back(params.data());
     ctx_.bind();
+    // Launches captured into a graph are not timed: an event recorded during capture becomes a
+    // graph dependency, not a timestamp.
+    const bool timed = timed_ && !capturing_ && pending_.size() < kMaxPendingTimings;
+    Timed t{};
+    if (timed) {
+      t = {acquire(), acquire(), program->name()};
+      d_.check(d_.cuEventRecord(t.start, stream_), "cuEventRecord");
+    }
     d_.check(d_.cuLaunchKernel(program->function(), launch.groups[0], launch.groups[1], launch.groups[2],
                                program->block(), 1, 1, 0, stream_, args.data(), nullptr),
              "cuLaunchKernel");
+    if (timed) {
+      d_.check(d_.cuEventRecord(t.stop, stream_), "cuEventRecord");
+      pending_.push_back(std::move(t));
+    }
   }
   void begin_recording() override {
     ctx_.bind();
     d_.check(d_.cuStreamBeginCapture(stream_, /*thread local*/ 1), "cuStreamBeginCapture");
+    capturing_ = true;
   }
   void end_recording() override {
+    capturing_ = false;
     if (exec_) d_.cuGraphExecDestroy(exec_);
     if (graph_) d_.cuGraphDestroy(graph_);
     d_.check(d_.cuStreamEndCapture(stream_, &graph_), "cuStreamEndCapture");
@@ -117,14 +140,61 @@ class CudaStream : public Stream {
     if (!exec_) throw Error("cuda: replay() before a recording was made");
     d_.check(d_.cuGraphLaunch(exec_, stream_), "cuGraphLaunch");
   }
-  void sync() override { d_.check(d_.cuStreamSynchronize(stream_), "cuStreamSynchronize"); }
+  void sync() override {
+    ctx_.bind();
+    d_.check(d_.cuStreamSynchronize(stream_), "cuStreamSynchronize");
+    // Every recorded event has completed now: turn the pairs into timings, in launch order.
+    for (const Timed& t : pending_) {
+      float ms = 0;
+      d_.check(d_.cuEventElapsedTime(&ms, t.start, t.stop), "cuEventElapsedTime");
+      timings_.push_back({t.name, double(ms) * 1000.0});
+      release(t);
+    }
+    pending_.clear();
+    // Nobody may be reading them (eager streams never are): keep the newest ones only.
+    if (timings_.size() > kMaxKeptTimings)
+      timings_.erase(timings_.begin(), timings_.end() - std::ptrdiff_t(kMaxKeptTimings / 2));
+  }
+  std::vector<KernelTiming> timings() override {
+    std::vector<KernelTiming> out;
+    out.swap(timings_);
+    return out;
+  }
 
  private:
+  // Launches timed between two syncs, at most: past it launches run untimed, so an eager loop that
+  // never syncs does not hold an unbounded number of events.
+  static constexpr size_t kMaxPendingTimings = 4096;
+  static constexpr size_t kMaxKeptTimings = size_t(1) << 16;
+  struct Timed {
+    CUevent start, stop;
+    std::string name;
+  };
+  CUevent acquire() {
+    if (!free_events_.empty()) {
+      CUevent e = free_events_.back();
+      free_events_.pop_back();
+      return e;
+    }
+    CUevent e = nullptr;
+    d_.check(d_.cuEventCreate(&e, /*CU_EVENT_DEFAULT: timing enabled*/ 0), "cuEventCreate");
+    return e;
+  }
+  void release(const Timed& t) {
+    free_events_.push_back(t.start);
+    free_events_.push_back(t.stop);
+  }
+
   const Context& ctx_;
   const Driver& d_;
   CUstream stream_ = nullptr;
   CUgraph graph_ = nullptr;
   CUgraphExec exec_ = nullptr;
+  bool timed_ = false;
+  bool capturing_ = false;
+  std::vector<Timed> pending_;        // launched since the last sync
+  std::vector<CUevent> free_events_;  // created once, reused
+  std::vector<KernelTiming> timings_;
 };
 
 DeviceCaps caps_of(const Driver& d, CUdevice dev) {
@@ -154,7 +224,8 @@ class CudaBackend : public Backend {
     int major = 0, minor = 0;
     d.cuDeviceGetAttribute(&major, kAttrComputeMajor, ctx_.device());
     d.cuDeviceGetAttribute(&minor, kAttrComputeMinor, ctx_.device());
-    arch_ = "compute_" + std::to_string(major * 10 + minor);
+    sm_ = major * 10 + minor;
+    arch_ = "compute_" + std::to_string(sm_);
     d.cuDriverGetVersion(&driver_version_);
     name_ = name_of(d, ctx_.device());
     caps_ = caps_of(d, ctx_.device());
@@ -177,18 +248,23 @@ class CudaBackend : public Backend {
   }
   void execute(const OpRun& run) override { runner_.run(run); }
   void synchronize() override { runner_.sync(); }
+  std::optional<TemplateLaunch> plan_template(const OpRun& run) override {
+    return plan_cuda_template(run, caps_, sm_);
+  }
 
   std::unique_ptr<Program> compile(const ProgramSource& source) override {
     if (source.language != "cuda")
       throw Error("cuda: cannot compile '" + source.name + "' written in '" + source.language + "'");
+    std::string entry;
+    unsigned block = 0;
+    if (!cuda_entry_point(source.text, &entry, &block))
+      throw Error("cuda: kernel " + source.name + " has no __launch_bounds__(threads) entry point");
     const std::string ptx = cached_ptx(source.name, source.text, arch_, driver_version_);
-    std::smatch m;
-    static const std::regex entry(R"(__launch_bounds__\((\d+)\)\s+(\w+)\()");
-    if (!std::regex_search(source.text, m, entry))
-      throw Error("cuda: kernel " + source.name + " has no __launch_bounds__ entry point");
-    return std::make_unique<CudaProgram>(ctx_, ptx, m[2].str(), unsigned(std::stoul(m[1].str())));
+    return std::make_unique<CudaProgram>(ctx_, ptx, entry, block, source.name);
   }
-  std::unique_ptr<Stream> create_stream() override { return std::make_unique<CudaStream>(ctx_); }
+  std::unique_ptr<Stream> create_stream() override {
+    return std::make_unique<CudaStream>(ctx_, caps_.timestamps);
+  }
 
  private:
   static CudaBuffer& as_cuda(const Buffer& b) {
@@ -199,10 +275,16 @@ class CudaBackend : public Backend {
 
   int index_;
   Context ctx_;
+  int sm_ = 0;
   std::string arch_, name_;
   int driver_version_ = 0;
   DeviceCaps caps_;
-  KernelRunner runner_{*this, kernel::Dialect::Cuda};
+  // Eager ops take the same templates as compiled programs; sm_ is read at planning time, after
+  // the constructor has set it.
+  KernelRunner runner_{*this, kernel::Dialect::Cuda,
+                       {.templates = [this](const OpRun& run, const DeviceCaps& caps) {
+                         return plan_cuda_template(run, caps, sm_);
+                       }}};
 };
 
 }  // namespace

@@ -124,6 +124,7 @@ class Printer {
 
  private:
   void line(const std::string& text, const std::vector<int>& origins = {}) {
+    if (o_.source_line && !glsl(d_)) relocate(origins);
     std::string full = text;
     if (!origins.empty() && o_.describe_origin) {
       full += "  //";
@@ -132,6 +133,28 @@ class Printer {
     }
     src_ << full << "\n";
     origins_.push_back(origins);
+  }
+
+  // Emits `#line` before a line when the place the compiler would assign it is not where its first
+  // origin was recorded: the user's file:line, or (no place known) this text's own line, named as
+  // NVRTC names the program (kernel name + ".cu"). A directive is a source line too: it gets an
+  // entry in line_origins, so the table still maps physical lines.
+  void relocate(const std::vector<int>& origins) {
+    SourceLine want = origins.empty() ? SourceLine{} : o_.source_line(origins.front());
+    const bool user = want.line > 0 && !want.file.empty();
+    if (!user && !relocated_) return;
+    if (!user) want = {k_.name + ".cu", int(origins_.size()) + 2};  // 1-based, after the directive
+    if (!relocated_ || want.file != presumed_.file || want.line != presumed_.line) {
+      std::string file;
+      for (char c : want.file) {
+        if (c == '\\' || c == '"') file += '\\';
+        file += c;
+      }
+      src_ << "#line " << want.line << " \"" << file << "\"\n";
+      origins_.push_back(origins);
+    }
+    relocated_ = user;
+    presumed_ = {want.file, want.line + 1};
   }
 
   // GLSL reads 32-bit inputs through uniform texel buffers: lavapipe turns a storage-buffer load
@@ -514,7 +537,8 @@ class Printer {
         if (is_floating(e.args[0]->type) && e.type == DType::U8)  // saturate like the reference
           return "(isnan(" + a[0] + ") ? 0u : uint(clamp(" + a[0] + ", 0.0, 255.0)))";
         if (is_floating(e.args[0]->type) && e.type == DType::I32)
-          return "(isnan(" + a[0] + ") ? 0 : int(clamp(" + a[0] + ", -2147483648.0, 2147483520.0)))";
+          return "(isnan(" + a[0] + ") ? 0 : " + a[0] + " >= 2147483647.0 ? 2147483647 : " + a[0] +
+                 " <= -2147483648.0 ? (-2147483647 - 1) : int(" + a[0] + "))";
         return t + "(" + a[0] + ")";
       case OpKind::Clip: {
         double lo = e.attrs.get_float("min"), hi = e.attrs.get_float("max");
@@ -563,6 +587,8 @@ class Printer {
   bool vec4_ = false;
   std::set<int> prefetched_;  // vec4 kernels: input slots read as one texel per invocation
   std::vector<int> context_;  // origins inherited by nodes that have none
+  bool relocated_ = false;    // a #line put the next line at a user's file:line
+  SourceLine presumed_;       // where the compiler places the next line while relocated_
 };
 
 }  // namespace

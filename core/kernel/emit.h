@@ -14,6 +14,12 @@ namespace kiln::kernel {
 
 enum class Dialect { Glsl, Cuda };
 
+// Where a graph node was recorded in the user's code; line 0 when unknown.
+struct SourceLine {
+  std::string file;
+  int line = 0;
+};
+
 struct EmitOptions {
   Dialect dialect = Dialect::Glsl;
   int workgroup_size = 256;
@@ -31,6 +37,10 @@ struct EmitOptions {
   bool vec4_pointwise = false;
   // Text for a graph node id in origin comments, e.g. "%7 add @ model.cpp:12 [encoder.0]".
   std::function<std::string(int)> describe_origin;
+  // CUDA: where a graph node id was recorded. Statements from a node with a known place get a
+  // `#line N "file"` before them, so NVRTC's -lineinfo (and profilers, cuda-gdb) map their
+  // instructions to the user's source; other lines keep the generated text's own numbering.
+  std::function<SourceLine(int)> source_line;
 };
 
 struct EmittedKernel {

@@ -76,7 +76,7 @@ __device__ inline int64_t sign(int64_t x) { return int64_t((x > 0) - (x < 0)); }
 __device__ inline float roundEven(float x) { return rintf(x); }
 __device__ inline double roundEven(double x) { return rint(x); }
 __device__ inline float mod(float a, float b) { return a - b * floorf(a / b); }
-__device__ inline float clamp(float x, float lo, float hi) { return fminf(fmaxf(x, lo), hi); }
+template <class T> __device__ inline T clamp(T x, double lo, double hi) { return x < T(lo) ? T(lo) : (x > T(hi) ? T(hi) : x); }
 )";
 }
 

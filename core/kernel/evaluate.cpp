@@ -324,12 +324,14 @@ Ck common(Ck a, Ck b) {
 Val apply_op(const Expr& e, const Val* a, size_t n, const Kernel& k) {
   const Ck out = compute_of(e.type);
   if (e.op == OpKind::Cast) {
-    // The printer saturates float -> u8 to [0, 255] and float -> i32 to the floats that fit.
+    // The printer saturates float -> u8 to [0, 255] and float -> i32 to [INT32_MIN, INT32_MAX].
     if ((a[0].k == Ck::F32 || a[0].k == Ck::F64) && (e.type == DType::U8 || e.type == DType::I32)) {
       double x = get<double>(a[0]);
       if (std::isnan(x)) return convert(make(int32_t(0)), out);
       if (e.type == DType::U8) return make(uint32_t(std::clamp(x, 0.0, 255.0)));
-      return make(int32_t(std::clamp(x, -2147483648.0, 2147483520.0)));
+      if (x >= 2147483647.0) return make(std::numeric_limits<int32_t>::max());
+      if (x <= -2147483648.0) return make(std::numeric_limits<int32_t>::min());
+      return make(int32_t(x));
     }
     return convert(a[0], out);
   }

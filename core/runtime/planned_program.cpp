@@ -49,6 +49,19 @@ int64_t count(const std::vector<int64_t>& dims) {
   return n;
 }
 
+// Ops a backend may serve with a tuned template in place of their generic kernels when they run alone:
+// matmul/linear/gemm, conv, and the row ops (softmax, layer_norm, reductions over the innermost axes).
+bool template_candidate(OpKind kind) {
+  switch (kind) {
+    case OpKind::MatMul: case OpKind::Linear: case OpKind::Gemm: case OpKind::Conv:
+    case OpKind::Softmax: case OpKind::LogSoftmax: case OpKind::LayerNorm: case OpKind::Sum:
+    case OpKind::Mean: case OpKind::ReduceMax: case OpKind::ReduceMin: case OpKind::Prod:
+      return true;
+    default:
+      return false;
+  }
+}
+
 std::vector<uint8_t> push_bytes(const std::vector<int32_t>& params) {
   std::vector<uint8_t> bytes(params.size() * sizeof(int32_t));
   if (!params.empty()) std::memcpy(bytes.data(), params.data(), bytes.size());
@@ -80,7 +93,7 @@ PlannedProgram::PlannedProgram(const Graph& graph, Device device, const ProgramO
   // An op the backend has a template for runs alone, as the template: on lavapipe the matmul
   // template beats the generic kernel with the epilogue folded in (docs/passes.md, "Fusion").
   fusion.keep_alone = [this](const Node& n) {
-    if (op_def(n.kind).family != OpFamily::Linalg && n.kind != OpKind::Conv) return false;
+    if (!template_candidate(n.kind)) return false;
     auto at_hints = [](const Value* v) {
       std::vector<int64_t> dims;
       for (const SymInt& d : v->type.shape) dims.push_back(d.is_static() ? d.value() : d.hint());
@@ -129,6 +142,8 @@ PlannedProgram::PlannedProgram(const Graph& graph, Device device, const ProgramO
     PlannedKernel info;
     for (const Node* n : g.nodes) {
       PlannedNode pn{n->id, n->kind, n->attrs, n->provenance, {}, {}};
+      if (!n->provenance.empty() && n->provenance.origins.front().imported.empty())
+        source_lines_[n->id] = {n->provenance.origins.front().file, int(n->provenance.origins.front().line)};
       for (const Value* v : n->inputs) pn.inputs.push_back(v->id);
       for (const Value* v : n->outputs) pn.outputs.push_back(v->id);
       info.nodes.push_back(std::move(pn));
@@ -152,9 +167,8 @@ PlannedProgram::PlannedProgram(const Graph& graph, Device device, const ProgramO
       ks.steps.push_back(std::move(step));
     }
     for (int t : temps) ks.writes.push_back(t);
-    if (g.nodes.size() == 1 && (g.nodes[0]->kind == OpKind::MatMul || g.nodes[0]->kind == OpKind::Linear ||
-                                g.nodes[0]->kind == OpKind::Gemm || g.nodes[0]->kind == OpKind::Conv)) {
-      ks.single_linalg = std::make_pair(g.nodes[0]->kind, g.nodes[0]->attrs);
+    if (g.nodes.size() == 1 && template_candidate(g.nodes[0]->kind)) {
+      ks.template_op = std::make_pair(g.nodes[0]->kind, g.nodes[0]->attrs);
       for (const Value* v : g.nodes[0]->inputs) ks.node_inputs.push_back(number.at(v));
       for (const Value* v : g.nodes[0]->outputs) ks.node_outputs.push_back(number.at(v));
     }
@@ -201,6 +215,11 @@ const Program& PlannedProgram::program_for(const kernel::LoweredKernel& k, std::
   kernel::EmitOptions options;
   options.dialect = backend_.kind() == BackendKind::Cuda ? kernel::Dialect::Cuda : kernel::Dialect::Glsl;
   options.texel_reads = options.vec4_pointwise = backend_.caps().is_cpu;
+  if (options.dialect == kernel::Dialect::Cuda)
+    options.source_line = [this](int id) {
+      auto it = source_lines_.find(id);
+      return it == source_lines_.end() ? kernel::SourceLine{} : kernel::SourceLine{it->second.first, it->second.second};
+    };
   kernel::EmittedKernel emitted = kernel::emit(k.kernel, options);
   if (source_out) *source_out = emitted.source;
   if (line_origins_out) *line_origins_out = emitted.line_origins;
@@ -215,7 +234,7 @@ const Program& PlannedProgram::program_for(const kernel::LoweredKernel& k, std::
   return ref;
 }
 
-// The backend's tuned template for a lone matmul/linear/gemm/conv at these sizes (the same choice eager
+// The backend's tuned template for a lone template_candidate op at these sizes (the same choice eager
 // execution makes), or nothing to keep the generic kernel.
 std::optional<PlannedProgram::LaunchPlan> PlannedProgram::template_launch(
     const KernelSteps& ks, const std::map<std::string, int64_t>& bindings) {
@@ -225,12 +244,12 @@ std::optional<PlannedProgram::LaunchPlan> PlannedProgram::template_launch(
   for (int v : ks.node_outputs)
     outs.push_back({nullptr, values_[size_t(v)].type.dtype, concrete(values_[size_t(v)].type.shape, bindings)});
   std::optional<TemplateLaunch> t =
-      backend_.plan_template(OpRun{ks.single_linalg->first, ks.single_linalg->second, ins, outs});
+      backend_.plan_template(OpRun{ks.template_op->first, ks.template_op->second, ins, outs});
   if (!t) return std::nullopt;
   auto it = programs_.find(t->source);
   if (it == programs_.end()) {
-    it = programs_.emplace(t->source, backend_.compile({t->name, "glsl", t->source})).first;
-    program_info_[it->second.get()] = {t->name, "glsl", t->source, 0, true};
+    it = programs_.emplace(t->source, backend_.compile({t->name, t->language, t->source})).first;
+    program_info_[it->second.get()] = {t->name, t->language, t->source, 0, true};
   }
   LaunchPlan plan{it->second.get(), {}, std::move(t->push_constants), t->groups};
   for (int slot : t->args) {
@@ -329,7 +348,7 @@ void PlannedProgram::prepare(const std::map<std::string, int64_t>& bindings) {
   launches_.clear();
   for (size_t k = 0; k < schedule_.size(); ++k) {
     const KernelSteps& ks = schedule_[k];
-    if (ks.single_linalg)
+    if (ks.template_op)
       if (std::optional<LaunchPlan> t = template_launch(ks, bindings)) {
         launches_.push_back(std::move(*t));
         launches_.back().kernel = int(k);

@@ -106,9 +106,9 @@ class PlannedProgram : public DeviceProgram {
   };
   struct KernelSteps {
     std::vector<Step> steps;
-    // A group that is one matmul/linear/gemm/conv node: the backend may run a tuned template for it.
-    // Kept by value: the graph may be gone when a new input shape plans the launch again.
-    std::optional<std::pair<OpKind, AttrMap>> single_linalg;
+    // A group that is one template_candidate node (matmul, conv, softmax, ...): the backend may run a
+    // tuned template for it. Kept by value: the graph may be gone when a new input shape plans it again.
+    std::optional<std::pair<OpKind, AttrMap>> template_op;
     std::vector<int> node_inputs, node_outputs;  // its operands' value numbers, in op order
     std::vector<int> reads, writes;  // value numbers
     int in_place_output = -1, in_place_input = -1;
@@ -165,6 +165,7 @@ class PlannedProgram : public DeviceProgram {
   // Workgroups a generated program needs for `elements` iterations.
   std::array<uint32_t, 3> groups_for(const Program* program, int64_t elements) const;
   std::map<const Program*, ProgramInfo> program_info_;  // what launches() reports
+  std::map<int, std::pair<std::string, int>> source_lines_;  // node id -> file, line (CUDA #line)
   bool profiling_ = false;  // run(): launch directly even with reduce_overhead
 
   // For the current input shapes.

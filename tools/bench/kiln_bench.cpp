@@ -1,8 +1,9 @@
 // kiln-bench: matmul GFLOP/s (cpu reference and Vulkan), elementwise bandwidth beside a host
-// STREAM triad measured in the same run, and eager dispatch overhead per op. Each figure is the
-// median of --reps runs after one warm-up.
+// STREAM triad measured in the same run, eager dispatch overhead per op, and (Vulkan) the row
+// templates against the generic lowering. Each figure is the median of --reps runs after one warm-up.
 #include <algorithm>
 #include <chrono>
+#include <cmath>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
@@ -16,6 +17,7 @@
 #include "core/kiln.h"
 #ifdef KILN_HAVE_VULKAN
 #include "backends/vulkan/vulkan_backend.h"
+#include "backends/vulkan/vulkan_norm_template.h"
 #include "backends/vulkan/vulkan_templates.h"
 #endif
 
@@ -158,6 +160,78 @@ void bench_tiles(const Args& args) {
     }
   }
 }
+
+// Row ops on [4096, --elements] f32: the generic lowering (softmax and layer_norm: 3 launches) vs
+// the one-launch row templates, with subgroup arithmetic (where the device has it) and with the
+// shared-memory tree; each template's result is compared with the generic one.
+void bench_norm(const Args& args) {
+  Device device = Device::parse("vulkan");
+  Backend& backend = device.backend();
+  const int64_t rows = 4096, n = args.elements;
+  std::printf("\nrow ops f32 [%lld, %lld] on %s, median of %d (GB/s: input + output bytes)\n", (long long)rows,
+              (long long)n, backend.name().c_str(), args.reps);
+  std::printf("%-12s %12s %12s %12s %9s %12s %10s\n", "op", "generic ms", "template ms", "tree ms", "speedup",
+              "template GB/s", "max |diff|");
+  auto x = backend.alloc(size_t(rows * n * 4)), y = backend.alloc(size_t(rows * n * 4));
+  auto w = backend.alloc(size_t(n * 4)), b = backend.alloc(size_t(n * 4));
+  std::vector<float> host(size_t(rows * n));
+  for (size_t i = 0; i < host.size(); ++i) host[i] = float((i * 7919) % 1000) / 250.0f - 2.0f;
+  backend.upload(*x, host.data(), host.size() * 4);
+  backend.upload(*w, host.data(), size_t(n * 4));
+  backend.upload(*b, host.data() + n, size_t(n * 4));
+  struct Case {
+    const char* name;
+    OpKind kind;
+    AttrMap attrs;
+    bool row_output;
+  };
+  std::vector<Case> cases(4);
+  cases[0] = {"softmax", OpKind::Softmax, {}, false};
+  cases[0].attrs.set("dim", int64_t(-1));
+  cases[1] = {"log_softmax", OpKind::LogSoftmax, {}, false};
+  cases[1].attrs.set("dim", int64_t(-1));
+  cases[2] = {"layer_norm", OpKind::LayerNorm, {}, false};
+  cases[2].attrs.set("axis", int64_t(-1));
+  cases[2].attrs.set("eps", 1e-5);
+  cases[3] = {"sum", OpKind::Sum, {}, true};
+  cases[3].attrs.set("dims", std::vector<int64_t>{-1});
+  cases[3].attrs.set("keepdim", false);
+  for (const Case& c : cases) {
+    std::vector<BufferView> ins = {{x.get(), DType::F32, {rows, n}}};
+    if (c.kind == OpKind::LayerNorm) {
+      ins.push_back({w.get(), DType::F32, {n}});
+      ins.push_back({b.get(), DType::F32, {n}});
+    }
+    BufferView out{y.get(), DType::F32, c.row_output ? std::vector<int64_t>{rows} : std::vector<int64_t>{rows, n}};
+    OpRun run{c.kind, c.attrs, ins, std::span(&out, 1)};
+    const size_t out_count = size_t(c.row_output ? rows : rows * n);
+    auto time_runner = [&](KernelRunner& runner, std::vector<float>* result) {
+      double s = time_median(args.reps, [&] {
+        runner.run(run);
+        runner.sync();
+      });
+      result->resize(out_count);
+      backend.download(*y, result->data(), out_count * 4);
+      return s;
+    };
+    KernelRunner generic(backend, kernel::Dialect::Glsl);
+    KernelRunner tmpl(backend, kernel::Dialect::Glsl, {.templates = vulkan::with_norm_template({})});
+    KernelRunner tree(backend, kernel::Dialect::Glsl,
+                      {.templates = vulkan::with_norm_template({}, {.subgroups = false})});
+    std::vector<float> want, got, got_tree;
+    const double gen_s = time_runner(generic, &want);
+    const double tmpl_s = time_runner(tmpl, &got);
+    const double tree_s = time_runner(tree, &got_tree);
+    if (tmpl.stats().template_launches == 0) throw Error("kiln-bench norm: the " + std::string(c.name) +
+                                                         " template did not run");
+    double diff = 0;
+    for (size_t i = 0; i < out_count; ++i)
+      diff = std::max({diff, double(std::abs(got[i] - want[i])), double(std::abs(got_tree[i] - want[i]))});
+    const double bytes = double(rows * n + out_count) * 4;
+    std::printf("%-12s %12.3f %12.3f %12.3f %8.2fx %12.2f %10.2g\n", c.name, gen_s * 1e3, tmpl_s * 1e3,
+                tree_s * 1e3, gen_s / tmpl_s, bytes / tmpl_s / 1e9, diff);
+  }
+}
 #endif
 
 // a[i] = b[i] + s * c[i] over host threads, like STREAM's triad: 3 arrays of `bytes` each move.
@@ -286,7 +360,7 @@ int usage() {
   std::fprintf(stderr,
                "usage: kiln-bench <matmul|elementwise|eager|all"
 #ifdef KILN_HAVE_VULKAN
-               "|tiles"
+               "|tiles|norm"
 #endif
                "> [--sizes 256,512,...] [--devices cpu,vulkan] [--reps N]\n"
                "                  [--mib M] [--ops N] [--elements N]\n");
@@ -322,6 +396,7 @@ int main_impl(int argc, char** argv) {
   if (args.command == "eager" || args.command == "all") bench_eager(args);
 #ifdef KILN_HAVE_VULKAN
   if (args.command == "tiles") bench_tiles(args);
+  if (args.command == "norm") bench_norm(args);
 #endif
   return 0;
 }

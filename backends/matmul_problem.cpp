@@ -1,0 +1,139 @@
+// Decoding of matmul / linear / gemm into MatmulProblem: numpy batch broadcasting reduced to two
+// strided batch dims, linear's bias as a broadcast C, gemm's transposes and alpha/beta.
+#include "backends/matmul_problem.h"
+
+#include <climits>
+#include <vector>
+
+namespace kiln {
+namespace {
+
+// numpy batch broadcasting reduced to at most two (extent, a stride, b stride) dims; false when
+// the broadcast pattern needs more.
+bool batch_dims(const std::vector<int64_t>& a_batch, const std::vector<int64_t>& b_batch,
+                const std::vector<int64_t>& out_batch, int64_t a_matrix, int64_t b_matrix,
+                MatmulProblem& p) {
+  struct Dim {
+    int64_t extent, a_stride, b_stride;
+  };
+  auto strides = [](const std::vector<int64_t>& dims, int64_t matrix, size_t out_rank) {
+    // Right-aligned to the output's batch dims; 0 where the operand broadcasts.
+    std::vector<int64_t> s(out_rank, 0);
+    int64_t stride = matrix;
+    for (size_t i = dims.size(); i-- > 0;) {
+      size_t o = out_rank - dims.size() + i;
+      s[o] = dims[i] == 1 ? 0 : stride;
+      stride *= dims[i];
+    }
+    return s;
+  };
+  std::vector<int64_t> as = strides(a_batch, a_matrix, out_batch.size());
+  std::vector<int64_t> bs = strides(b_batch, b_matrix, out_batch.size());
+  std::vector<Dim> dims;
+  for (size_t i = 0; i < out_batch.size(); ++i) {
+    if (out_batch[i] == 1) continue;
+    Dim d{out_batch[i], as[i], bs[i]};
+    // Merge with the previous dim when both operands step through them as one.
+    if (!dims.empty() && dims.back().a_stride == d.a_stride * d.extent &&
+        dims.back().b_stride == d.b_stride * d.extent) {
+      dims.back() = {dims.back().extent * d.extent, d.a_stride, d.b_stride};
+      continue;
+    }
+    dims.push_back(d);
+  }
+  if (dims.size() > 2) return false;
+  if (dims.size() == 2) {
+    p.batch0 = dims[0].extent;
+    p.a_batch0 = dims[0].a_stride;
+    p.b_batch0 = dims[0].b_stride;
+  }
+  if (!dims.empty()) {
+    p.batch1 = dims.back().extent;
+    p.a_batch1 = dims.back().a_stride;
+    p.b_batch1 = dims.back().b_stride;
+  }
+  return true;
+}
+
+std::optional<MatmulProblem> matmul_problem(const OpRun& run) {
+  const auto& a = run.inputs[0].dims;
+  const auto& b = run.inputs[1].dims;
+  const auto& out = run.outputs[0].dims;
+  MatmulProblem p;
+  const bool a_vec = a.size() == 1, b_vec = b.size() == 1;
+  p.m = a_vec ? 1 : a[a.size() - 2];
+  p.k = a.back();
+  p.n = b_vec ? 1 : b.back();
+  std::vector<int64_t> a_batch(a.begin(), a.end() - (a_vec ? 1 : 2));
+  std::vector<int64_t> b_batch(b.begin(), b.end() - (b_vec ? 1 : 2));
+  const size_t out_batch_rank = out.size() - (a_vec ? 0 : 1) - (b_vec ? 0 : 1);
+  std::vector<int64_t> out_batch(out.begin(), out.begin() + out_batch_rank);
+  if (!batch_dims(a_batch, b_batch, out_batch, p.m * p.k, p.k * p.n, p)) return std::nullopt;
+  return p;
+}
+
+std::optional<MatmulProblem> linear_problem(const OpRun& run) {
+  const auto& x = run.inputs[0].dims;
+  const auto& w = run.inputs[1].dims;
+  MatmulProblem p;
+  p.k = x.back();
+  p.n = w[0];
+  p.m = 1;
+  for (size_t i = 0; i + 1 < x.size(); ++i) p.m *= x[i];
+  p.trans_b = true;
+  if (run.inputs.size() == 3) {
+    const auto& bias = run.inputs[2].dims;
+    int64_t bias_numel = 1;
+    for (int64_t d : bias) bias_numel *= d;
+    // A bias along N (or a scalar) is the common case; other broadcasts keep the generic kernel.
+    for (size_t i = 0; i + 1 < bias.size(); ++i)
+      if (bias[i] != 1) return std::nullopt;
+    p.has_c = true;
+    p.c_col = bias_numel == 1 ? 0 : 1;
+  }
+  return p;
+}
+
+std::optional<MatmulProblem> gemm_problem(const OpRun& run) {
+  const auto& a = run.inputs[0].dims;
+  MatmulProblem p;
+  p.trans_a = run.attrs.get_bool("trans_a");
+  p.trans_b = run.attrs.get_bool("trans_b");
+  p.alpha = run.attrs.get_float("alpha");
+  p.beta = run.attrs.get_float("beta");
+  p.m = run.outputs[0].dims[0];
+  p.n = run.outputs[0].dims[1];
+  p.k = p.trans_a ? a[0] : a[1];
+  if (run.inputs.size() == 3 && p.beta != 0.0) {
+    const auto& c = run.inputs[2].dims;
+    int64_t cm = c.size() >= 2 ? c[c.size() - 2] : 1;
+    int64_t cn = c.empty() ? 1 : c.back();
+    p.has_c = true;
+    p.c_row = cm == 1 ? 0 : cn;
+    p.c_col = cn == 1 ? 0 : 1;
+  }
+  return p;
+}
+
+bool fits_i32(int64_t v) { return v >= 0 && v <= INT32_MAX; }
+
+}  // namespace
+
+std::optional<MatmulProblem> decode_matmul(const OpRun& run) {
+  if (run.inputs.size() < 2 || run.outputs.size() != 1) return std::nullopt;
+  switch (run.kind) {
+    case OpKind::MatMul: return matmul_problem(run);
+    case OpKind::Linear: return linear_problem(run);
+    case OpKind::Gemm: return gemm_problem(run);
+    default: return std::nullopt;
+  }
+}
+
+bool matmul_fits_i32(const MatmulProblem& p) {
+  const int64_t batch = p.batch();
+  for (int64_t v : {p.m * p.k * batch, p.k * p.n * batch, p.m * p.n * batch})
+    if (!fits_i32(v)) return false;
+  return true;
+}
+
+}  // namespace kiln

@@ -1,0 +1,34 @@
+// A matmul, linear or gemm op decoded into one batched GEMM: sizes, transposes, batch strides (0
+// where an operand broadcasts) and the epilogue's terms. Shared by the backends' matmul templates.
+#pragma once
+
+#include <cstdint>
+#include <optional>
+
+#include "backends/backend.h"
+
+namespace kiln {
+
+// out[z][m][n] = alpha * sum_k op(A)[m][k] op(B)[k][n] (+ beta * C[m * c_row + n * c_col]), with
+// z = b0 * batch1 + b1 walking at most two merged batch dims.
+struct MatmulProblem {
+  int64_t m = 0, n = 0, k = 0;
+  bool trans_a = false, trans_b = false;  // A stored [K, M]; B stored [N, K]
+  int64_t batch0 = 1, batch1 = 1;
+  int64_t a_batch0 = 0, a_batch1 = 0, b_batch0 = 0, b_batch1 = 0;  // element strides per batch index
+  bool has_c = false;
+  int64_t c_row = 0, c_col = 0;
+  double alpha = 1, beta = 1;
+
+  int64_t batch() const { return batch0 * batch1; }
+  int64_t flops() const { return 2 * m * n * k * batch(); }
+};
+
+// The problem for a matmul, linear or gemm op (shapes from `run`); nothing for other ops or when
+// the batch broadcast needs more than two strided dims, or a linear bias is not a row vector.
+std::optional<MatmulProblem> decode_matmul(const OpRun& run);
+
+// Whether every operand and the output have fewer than 2^31 elements, so 32-bit indices suffice.
+bool matmul_fits_i32(const MatmulProblem& p);
+
+}  // namespace kiln

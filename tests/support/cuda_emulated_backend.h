@@ -1,0 +1,64 @@
+// "cuda-emulated": a test-only Backend that runs kiln's CUDA dialect on the host through
+// CudaHostEmulator (host-memory buffers, kernels compiled by the host C++ compiler), so eager ops,
+// compiled programs and CUDA templates are checked numerically without a GPU. It reports
+// BackendKind::Cuda so kiln generates CUDA C for it; the registry never lists it, and a test makes
+// it reachable through Device with install_backend.
+#pragma once
+
+#include <atomic>
+#include <memory>
+#include <optional>
+
+#include "backends/backend.h"
+#include "backends/kernel_runner.h"
+#include "support/cuda_host_emulator.h"
+
+namespace kiln::testing {
+
+struct CudaEmulatedOptions {
+  // > 0: ops a CUDA template takes (kiln::cuda::plan_cuda_template for this compute capability,
+  // e.g. 70 for the SIMT variants) run it, eagerly and in compiled programs; 0: generated kernels only.
+  int template_sm = 0;
+  CudaHostEmulator::Options emulator;
+};
+
+class CudaEmulatedBackend : public Backend {
+ public:
+  explicit CudaEmulatedBackend(CudaEmulatedOptions options = {});
+  ~CudaEmulatedBackend() override;
+
+  BackendKind kind() const override { return BackendKind::Cuda; }
+  std::string name() const override { return "cuda-emulated (host CPU)"; }
+  DeviceCaps caps() const override;
+  bool supports(OpKind kind, DType dtype) const override;
+
+  std::unique_ptr<Buffer> alloc(size_t bytes) override;
+  void upload(Buffer& dst, const void* src, size_t bytes, size_t offset = 0) override;
+  void download(const Buffer& src, void* dst, size_t bytes, size_t offset = 0) override;
+
+  void execute(const OpRun& run) override { runner_.run(run); }
+  void synchronize() override { runner_.sync(); }
+  std::optional<TemplateLaunch> plan_template(const OpRun& run) override {
+    std::optional<TemplateLaunch> t = runner_.plan_template(run);
+    if (t) ++templates_planned_;
+    return t;
+  }
+  // Templates handed out through plan_template (compiled programs ask there; eager ops count in
+  // runner().stats().template_launches).
+  size_t templates_planned() const { return templates_planned_; }
+
+  // Registers the source with the emulator; it compiles, batched with every other source
+  // registered before, at its first launch.
+  std::unique_ptr<Program> compile(const ProgramSource& source) override;
+  std::unique_ptr<Stream> create_stream() override;
+
+  CudaHostEmulator& emulator() { return emulator_; }
+  const KernelRunner& runner() const { return runner_; }
+
+ private:
+  CudaHostEmulator emulator_;
+  KernelRunner runner_;
+  std::atomic<size_t> templates_planned_{0};
+};
+
+}  // namespace kiln::testing
