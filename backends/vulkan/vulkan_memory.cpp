@@ -271,6 +271,8 @@ BufferMemory::~BufferMemory() {
 VulkanBuffer::VulkanBuffer(Device& device, MemoryAllocator& allocator, size_t bytes)
     : Buffer(bytes), memory_(std::make_shared<BufferMemory>(device, allocator)) {
   const auto& limits = device.properties().limits;
+  // 16-byte steps: vec4 texel views cover the last elements, and vec4 pointwise kernels store a
+  // whole vec4 at the tensor's end (core/kernel/emit.cpp).
   range_ = align_up(std::max<VkDeviceSize>(bytes, 1), 16);
   if (range_ > limits.maxStorageBufferRange)
     throw Error("vulkan: cannot allocate a " + mib(bytes) + " (" + std::to_string(bytes) +
