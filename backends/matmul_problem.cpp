@@ -5,6 +5,8 @@
 #include <climits>
 #include <vector>
 
+#include "backends/template_util.h"
+
 namespace kiln {
 namespace {
 
@@ -115,8 +117,6 @@ std::optional<MatmulProblem> gemm_problem(const OpRun& run) {
   return p;
 }
 
-bool fits_i32(int64_t v) { return v >= 0 && v <= INT32_MAX; }
-
 }  // namespace
 
 std::optional<MatmulProblem> decode_matmul(const OpRun& run) {
@@ -132,8 +132,28 @@ std::optional<MatmulProblem> decode_matmul(const OpRun& run) {
 bool matmul_fits_i32(const MatmulProblem& p) {
   const int64_t batch = p.batch();
   for (int64_t v : {p.m * p.k * batch, p.k * p.n * batch, p.m * p.n * batch})
-    if (!fits_i32(v)) return false;
+    if (!templates::fits_i32(v)) return false;
   return true;
+}
+
+MatmulParams matmul_params(const MatmulProblem& p) {
+  MatmulParams q{};
+  q.m = int32_t(p.m);
+  q.n = int32_t(p.n);
+  q.k = int32_t(p.k);
+  q.lda = int32_t(p.trans_a ? p.m : p.k);
+  q.ldb = int32_t(p.trans_b ? p.k : p.n);
+  q.ldo = int32_t(p.n);
+  q.batch1 = int32_t(p.batch1);
+  q.a_batch0 = int32_t(p.a_batch0);
+  q.a_batch1 = int32_t(p.a_batch1);
+  q.b_batch0 = int32_t(p.b_batch0);
+  q.b_batch1 = int32_t(p.b_batch1);
+  q.c_row = int32_t(p.c_row);
+  q.c_col = int32_t(p.c_col);
+  q.alpha = float(p.alpha);
+  q.beta = float(p.beta);
+  return q;
 }
 
 }  // namespace kiln

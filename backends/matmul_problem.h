@@ -31,4 +31,19 @@ std::optional<MatmulProblem> decode_matmul(const OpRun& run);
 // Whether every operand and the output have fewer than 2^31 elements, so 32-bit indices suffice.
 bool matmul_fits_i32(const MatmulProblem& p);
 
+// The matmul templates' parameter block (shaders/matmul.comp's push constants in scalar layout,
+// the params struct of shaders/cuda/matmul_f32.cu and matmul_wmma.cu): sizes, leading dimensions,
+// batch strides, the epilogue's terms.
+struct MatmulParams {
+  int32_t m, n, k;
+  int32_t lda, ldb, ldo;
+  int32_t batch1;
+  int32_t a_batch0, a_batch1;
+  int32_t b_batch0, b_batch1;
+  int32_t c_row, c_col;
+  float alpha, beta;
+};
+// The block for a problem that matmul_fits_i32.
+MatmulParams matmul_params(const MatmulProblem& p);
+
 }  // namespace kiln

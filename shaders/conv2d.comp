@@ -27,6 +27,7 @@ layout(std430, binding = 3) writeonly buffer BufOut { float out_data[]; };
 layout(std430, binding = 2) writeonly buffer BufOut { float out_data[]; };
 #endif
 
+// Mirrors ConvParams in backends/conv_problem.h.
 layout(push_constant, scalar) uniform Params {
   int C, H, W;        // input channels (all groups) and spatial size
   int O, OH, OW;      // output channels (all groups) and spatial size

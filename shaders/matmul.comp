@@ -50,6 +50,7 @@ layout(std430, binding = 3) writeonly buffer BufOut { float out_data[]; };
 layout(std430, binding = 2) writeonly buffer BufOut { float out_data[]; };
 #endif
 
+// Mirrors MatmulParams in backends/matmul_problem.h.
 layout(push_constant, scalar) uniform Params {
   int M, N, K;
   int lda, ldb, ldo;

@@ -9,10 +9,14 @@
 #include <tuple>
 #include <vector>
 
+#include "backends/conv_problem.h"
 #include "backends/matmul_problem.h"
+#include "backends/template_util.h"
 
 namespace kiln::cuda {
 namespace {
+
+using namespace kiln::templates;
 
 const char kCommon[] =
 #include "common.cuh.inc"
@@ -32,26 +36,6 @@ const char kConv2d[] =
 const char kRows[] =
 #include "rows.cu.inc"
     ;
-
-// Mirrors MatmulParams in shaders/cuda/matmul_f32.cu and matmul_wmma.cu.
-struct CudaMatmulParams {
-  int32_t m, n, k;
-  int32_t lda, ldb, ldo;
-  int32_t batch1;
-  int32_t a_batch0, a_batch1;
-  int32_t b_batch0, b_batch1;
-  int32_t c_row, c_col;
-  float alpha, beta;
-};
-
-// Mirrors ConvParams in shaders/cuda/conv2d_f32.cu.
-struct CudaConvParams {
-  int32_t c, h, w;
-  int32_t o, oh, ow;
-  int32_t cg, og;
-  int32_t groups;
-  int32_t sh, sw, ph, pw, dh, dw;
-};
 
 // Mirrors RowParams in shaders/cuda/rows.cu.
 struct CudaRowParams {
@@ -80,55 +64,6 @@ class Source {
  private:
   std::string text_;
 };
-
-template <class P>
-std::vector<uint8_t> bytes_of(const P& params) {
-  std::vector<uint8_t> bytes(sizeof params);
-  std::memcpy(bytes.data(), &params, sizeof params);
-  return bytes;
-}
-
-int64_t numel(const std::vector<int64_t>& dims) {
-  int64_t n = 1;
-  for (int64_t d : dims) n *= d;
-  return n;
-}
-
-int64_t pow2_at_least(int64_t v) {
-  int64_t r = 1;
-  while (r < v) r *= 2;
-  return r;
-}
-
-bool fits_i32(int64_t v) { return v >= 0 && v <= INT32_MAX; }
-
-bool all_dtype(const OpRun& run, DType t) {
-  for (const BufferView& v : run.inputs)
-    if (v.dtype != t) return false;
-  for (const BufferView& v : run.outputs)
-    if (v.dtype != t) return false;
-  return true;
-}
-
-CudaMatmulParams matmul_params(const MatmulProblem& p) {
-  CudaMatmulParams q{};
-  q.m = int32_t(p.m);
-  q.n = int32_t(p.n);
-  q.k = int32_t(p.k);
-  q.lda = int32_t(p.trans_a ? p.m : p.k);
-  q.ldb = int32_t(p.trans_b ? p.k : p.n);
-  q.ldo = int32_t(p.n);
-  q.batch1 = int32_t(p.batch1);
-  q.a_batch0 = int32_t(p.a_batch0);
-  q.a_batch1 = int32_t(p.a_batch1);
-  q.b_batch0 = int32_t(p.b_batch0);
-  q.b_batch1 = int32_t(p.b_batch1);
-  q.c_row = int32_t(p.c_row);
-  q.c_col = int32_t(p.c_col);
-  q.alpha = float(p.alpha);
-  q.beta = float(p.beta);
-  return q;
-}
 
 std::optional<TemplateLaunch> matmul_template(const OpRun& run, int sm) {
   const DType t = run.outputs.empty() ? DType::F32 : run.outputs[0].dtype;
@@ -193,51 +128,12 @@ std::optional<TemplateLaunch> matmul_template(const OpRun& run, int sm) {
   return launch;
 }
 
-std::vector<int64_t> spatial_attr(const AttrMap& attrs, const std::string& name, size_t spatial, size_t per_dim,
-                                  int64_t fill) {
-  std::vector<int64_t> v = attrs.has(name) ? attrs.get_ints(name) : std::vector<int64_t>{};
-  if (v.empty()) v.assign(spatial * per_dim, fill);
-  return v;
-}
-
 std::optional<TemplateLaunch> conv_template(const OpRun& run, int sm) {
-  if (run.outputs.size() != 1 || (run.inputs.size() != 2 && run.inputs.size() != 3)) return std::nullopt;
-  if (!all_dtype(run, DType::F32)) return std::nullopt;
-  const auto& x = run.inputs[0].dims;
-  const auto& wt = run.inputs[1].dims;
-  const auto& y = run.outputs[0].dims;
-  if (x.size() < 3 || x.size() > 4 || wt.size() != x.size() || y.size() != x.size()) return std::nullopt;
-  const size_t spatial = x.size() - 2;
-  const bool has_bias = run.inputs.size() == 3;
-  if (has_bias && numel(run.inputs[2].dims) != y[1]) return std::nullopt;
-  for (const auto& dims : {x, wt, y})
-    if (!fits_i32(numel(dims))) return std::nullopt;
-  if (numel(y) == 0) return std::nullopt;  // nothing to launch; the generic path skips it
-
-  const auto stride = spatial_attr(run.attrs, "stride", spatial, 1, 1);
-  const auto pads = spatial_attr(run.attrs, "padding", spatial, 2, 0);
-  const auto dilation = spatial_attr(run.attrs, "dilation", spatial, 1, 1);
-  const int64_t groups = run.attrs.has("groups") ? run.attrs.get_int("groups") : 1;
-  if (groups <= 0) return std::nullopt;
-  CudaConvParams p{};
-  p.c = int32_t(x[1]);
-  p.h = spatial == 2 ? int32_t(x[2]) : 1;
-  p.w = int32_t(x.back());
-  p.o = int32_t(y[1]);
-  p.oh = spatial == 2 ? int32_t(y[2]) : 1;
-  p.ow = int32_t(y.back());
-  p.groups = int32_t(groups);
-  p.cg = int32_t(x[1] / groups);
-  p.og = int32_t(y[1] / groups);
-  p.sh = spatial == 2 ? int32_t(stride[0]) : 1;
-  p.sw = int32_t(stride.back());
-  p.ph = spatial == 2 ? int32_t(pads[0]) : 0;
-  p.pw = int32_t(pads[spatial - 1]);  // pads are (begin..., end...): the last dim's begin
-  p.dh = spatial == 2 ? int32_t(dilation[0]) : 1;
-  p.dw = int32_t(dilation.back());
-  const int64_t kh = spatial == 2 ? wt[2] : 1, kw = wt.back();
-  if (int64_t(p.cg) * groups != x[1] || int64_t(p.og) * groups != y[1] || wt[1] != p.cg || wt[0] != y[1])
-    return std::nullopt;
+  const std::optional<ConvProblem> problem = decode_conv(run);
+  if (!problem) return std::nullopt;
+  const ConvParams& p = problem->params;
+  const int kh = problem->kh, kw = problem->kw;
+  const bool has_bias = problem->has_bias;
 
   // GEMM rows are the group's output channels, columns its pixels: a narrow group (depthwise: one
   // channel) takes a short, wide tile instead of wasting most of a 64x64 one. 256 threads each.
@@ -250,7 +146,7 @@ std::optional<TemplateLaunch> conv_template(const OpRun& run, int sm) {
                                : Tile{1, 256, 1, 1};
   const int64_t pixels = int64_t(p.oh) * p.ow;
   const int64_t grid_x = (pixels + tile.bn - 1) / tile.bn, grid_y = (p.og + tile.bm - 1) / tile.bm;
-  const int64_t grid_z = y[0] * groups;
+  const int64_t grid_z = problem->batch * p.groups;
   if (grid_x > INT32_MAX || grid_y > kMaxGridYZ || grid_z > kMaxGridYZ) return std::nullopt;
 
   const bool async = sm >= 80;

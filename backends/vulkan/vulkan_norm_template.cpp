@@ -7,10 +7,13 @@
 #include <cstring>
 #include <vector>
 
+#include "backends/template_util.h"
 #include "backends/vulkan/vulkan_templates.h"
 
 namespace kiln::vulkan {
 namespace {
+
+using namespace kiln::templates;
 
 const char kRowReduce[] =
 #include "row_reduce.glsl.inc"
@@ -38,18 +41,6 @@ enum RedOp { kRedSum = 0, kRedMax = 1, kRedMin = 2, kRedProd = 3 };
 struct Rows {
   int64_t rows = 1, n = 1;
 };
-
-int64_t numel(const std::vector<int64_t>& dims) {
-  int64_t n = 1;
-  for (int64_t d : dims) n *= d;
-  return n;
-}
-
-int64_t pow2_at_least(int64_t v) {
-  int64_t r = 1;
-  while (r < v) r *= 2;
-  return r;
-}
 
 // Rows of a reduction over the dims in `reduced`: they must be the innermost dims once size-1 dims
 // (which do not change the memory order) are left out.

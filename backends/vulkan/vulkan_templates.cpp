@@ -10,6 +10,7 @@
 #include <set>
 
 #include "backends/matmul_problem.h"
+#include "backends/template_util.h"
 #include "backends/vulkan/vulkan_norm_template.h"
 #include "core/support/log.h"
 
@@ -19,17 +20,6 @@ namespace {
 const char kMatmulTemplate[] =
 #include "matmul.comp.inc"
     ;
-
-// Mirrors the push-constant block of shaders/matmul.comp (scalar layout).
-struct MatmulParams {
-  int32_t m, n, k;
-  int32_t lda, ldb, ldo;
-  int32_t batch1;
-  int32_t a_batch0, a_batch1;
-  int32_t b_batch0, b_batch1;
-  int32_t c_row, c_col;
-  float alpha, beta;
-};
 
 // Whether the vec4 variant can run the problem: A row-major, and every row start and batch offset
 // of A and B on a whole vec4 (K, and N unless B is transposed, multiples of 4).
@@ -56,24 +46,7 @@ std::optional<TemplateLaunch> matmul_launch(const MatmulProblem& problem, Matmul
   launch.args = {0, 1};
   if (p->has_c) launch.args.push_back(2);
   launch.args.push_back(n_inputs);  // the output
-  MatmulParams params{};
-  params.m = int32_t(p->m);
-  params.n = int32_t(p->n);
-  params.k = int32_t(p->k);
-  params.lda = int32_t(p->trans_a ? p->m : p->k);
-  params.ldb = int32_t(p->trans_b ? p->k : p->n);
-  params.ldo = int32_t(p->n);
-  params.batch1 = int32_t(p->batch1);
-  params.a_batch0 = int32_t(p->a_batch0);
-  params.a_batch1 = int32_t(p->a_batch1);
-  params.b_batch0 = int32_t(p->b_batch0);
-  params.b_batch1 = int32_t(p->b_batch1);
-  params.c_row = int32_t(p->c_row);
-  params.c_col = int32_t(p->c_col);
-  params.alpha = float(p->alpha);
-  params.beta = float(p->beta);
-  launch.push_constants.resize(sizeof params);
-  std::memcpy(launch.push_constants.data(), &params, sizeof params);
+  launch.push_constants = templates::bytes_of(matmul_params(*p));
   launch.groups = {uint32_t(groups_x), uint32_t(groups_y), uint32_t(batch)};
   return launch;
 }

@@ -5,7 +5,7 @@
 // prepends the defines (KH, KW, HAS_BIAS, the tile), common.cuh and gemm_tile.cuh.
 // Grid: x = pixel tiles, y = channel tiles of a group, z = image * groups + group.
 
-// Mirrors CudaConvParams in cuda_templates.cpp.
+// Mirrors ConvParams in backends/conv_problem.h.
 struct ConvParams {
   int c, h, w;     // input channels and size
   int o, oh, ow;   // output channels and size

@@ -6,7 +6,7 @@
 //   HAS_C     add beta * C[m * c_row + n * c_col] (strides 0 broadcast: bias rows, columns)
 // Batches are blockIdx.z = b0 * batch1 + b1, with per-operand strides (0 = broadcast).
 
-// Mirrors CudaMatmulParams in cuda_templates.cpp.
+// Mirrors MatmulParams in backends/matmul_problem.h.
 struct MatmulParams {
   int M, N, K;
   int lda, ldb, ldo;

@@ -26,7 +26,7 @@ __device__ inline float to_f32(elem_t v) { return __half2float(v); }
 __device__ inline elem_t from_f32(float v) { return __float2half_rn(v); }
 #endif
 
-// Mirrors CudaMatmulParams in cuda_templates.cpp (the same block as matmul_f32.cu).
+// Mirrors MatmulParams in backends/matmul_problem.h (the same block as matmul_f32.cu).
 struct MatmulParams {
   int M, N, K;
   int lda, ldb, ldo;

@@ -25,9 +25,13 @@
 namespace kiln {
 namespace {
 
+using kernel::testing::bytes_of;
 using kernel::testing::Case;
+using kernel::testing::first_mismatch;
 using kernel::testing::Gen;
 using kernel::testing::Input;
+using kernel::testing::make_data;
+using kernel::testing::numel_of;
 using kernel::testing::Tolerance;
 using testing::CudaEmulatedBackend;
 using testing::CudaEmulatedOptions;
@@ -207,83 +211,6 @@ TEST(CudaEmulatedBackendDeathTest, ReadingPastABufferFaultsNamingTheKernel) {
   std::filesystem::remove_all(dir);
 }
 
-// --- op cases: data and comparison (as tests/kernel/lowering_test.cpp draws and compares) -----
-
-int64_t numel_of(const std::vector<int64_t>& dims) {
-  int64_t n = 1;
-  for (int64_t d : dims) n *= d;
-  return n;
-}
-
-std::vector<uint8_t> make_data(const Input& in, std::mt19937& rng) {
-  int64_t n = numel_of(in.dims);
-  std::vector<double> v(static_cast<size_t>(n));
-  bool fl = is_floating(in.dtype);
-  std::normal_distribution<double> normal(0, 1);
-  auto uni = [&](double lo, double hi) { return std::uniform_real_distribution<double>(lo, hi)(rng); };
-  auto ints = [&](int64_t lo, int64_t hi) { return double(std::uniform_int_distribution<int64_t>(lo, hi)(rng)); };
-  for (double& x : v) {
-    switch (in.gen) {
-      case Gen::Normal: case Gen::WithNaN: case Gen::WithNegInf:
-        x = fl ? normal(rng) : in.dtype == DType::U8 ? ints(0, 16) : in.dtype == DType::Bool ? ints(0, 1) : ints(-8, 8);
-        break;
-      case Gen::Positive: x = fl ? uni(0.1, 4) : ints(1, 8); break;
-      case Gen::NonNeg: x = fl ? uni(0, 50) : in.dtype == DType::Bool ? ints(0, 1) : ints(0, 50); break;
-      case Gen::NearOne: x = fl ? uni(0.5, 1.5) : in.dtype == DType::U8 || in.dtype == DType::Bool ? ints(0, 2) : ints(-2, 2); break;
-      case Gen::Exponent: x = fl ? ints(-3, 3) : ints(0, 4); break;
-      case Gen::Index: x = ints(-in.bound, in.bound - 1); break;
-      case Gen::Variance: x = uni(0.5, 2); break;
-      case Gen::Wide: x = uni(-400, 400); break;
-      case Gen::NonZero: x = fl ? normal(rng) : ints(1, 8) * (ints(0, 1) ? 1 : -1); break;
-    }
-  }
-  if (in.gen == Gen::WithNaN && n > 2) {
-    v[1] = NAN;
-    v[size_t(n - 1)] = v[size_t(n - 2)];
-  }
-  if (in.gen == Gen::WithNegInf && n > 0) {
-    int64_t row = in.dims.empty() ? 1 : in.dims.back();
-    for (int64_t i = 0; i < std::min(row, n); ++i) v[size_t(i)] = -INFINITY;
-    if (n > row) v[size_t(row)] = -INFINITY;
-  }
-  std::vector<uint8_t> bytes(size_t(n) * dtype_size(in.dtype));
-  convert_elements(v.data(), DType::F64, bytes.data(), in.dtype, size_t(n));
-  return bytes;
-}
-
-std::vector<uint8_t> bytes_of(const Tensor& t) {
-  std::vector<uint8_t> out(size_t(t.numel()) * dtype_size(t.dtype()));
-  if (out.empty()) return out;
-  if (t.dtype() == DType::Bool) {
-    auto b = t.to_vector<uint8_t>();
-    std::memcpy(out.data(), b.data(), out.size());
-    return out;
-  }
-  visit_dtype(t.dtype(), [&]<class T>() {
-    if constexpr (!std::is_same_v<T, bool>) {
-      auto v = t.to_vector<T>();
-      std::memcpy(out.data(), v.data(), out.size());
-    }
-  });
-  return out;
-}
-
-std::string first_mismatch(const std::vector<uint8_t>& got, const std::vector<uint8_t>& want, DType d, Tolerance tol) {
-  const size_t size = dtype_size(d);
-  for (size_t i = 0; i < want.size() / size; ++i) {
-    double g, w;
-    convert_elements(got.data() + i * size, d, &g, DType::F64, 1);
-    convert_elements(want.data() + i * size, d, &w, DType::F64, 1);
-    bool ok;
-    if (tol.rtol == 0 && tol.atol == 0) ok = std::memcmp(got.data() + i * size, want.data() + i * size, size) == 0 || (std::isnan(g) && std::isnan(w));
-    else if (std::isnan(w) || std::isnan(g)) ok = std::isnan(w) && std::isnan(g);
-    else if (std::isinf(w) || std::isinf(g)) ok = g == w;
-    else ok = std::fabs(g - w) <= tol.atol + tol.rtol * std::fabs(w);
-    if (!ok) return "element " + std::to_string(i) + ": emulated CUDA " + std::to_string(g) + ", cpu reference " + std::to_string(w);
-  }
-  return "";
-}
-
 struct Prepared {
   AttrMap attrs;
   std::vector<TensorType> in_types, out_types;
@@ -390,7 +317,7 @@ void check_case(CudaEmulatedBackend& backend, const Case& c, uint64_t seed, bool
     if (!got.empty()) backend.download(*outs[o].buffer, got.data(), got.size());
     ASSERT_EQ(want[o].sizes(), outs[o].dims) << c.name;
     Tolerance tol = c.tol ? *c.tol : kernel::testing::default_tolerance(c.kind, outs[o].dtype);
-    EXPECT_EQ(first_mismatch(got, bytes_of(want[o]), outs[o].dtype, tol), "")
+    EXPECT_EQ(first_mismatch(got, bytes_of(want[o]), outs[o].dtype, tol, "emulated CUDA"), "")
         << c.name << " (" << op_name(c.kind) << ", output " << o << " " << dtype_name(outs[o].dtype) << ", rtol "
         << tol.rtol << " atol " << tol.atol << ")";
   }

@@ -25,101 +25,10 @@ std::string dt(DType t) { return std::string(dtype_name(t)); }
 
 // --- running a case ---------------------------------------------------------------------------
 
-int64_t numel_of(const std::vector<int64_t>& dims) {
-  int64_t n = 1;
-  for (int64_t d : dims) n *= d;
-  return n;
-}
-
-// Draws values as doubles, then converts to the input's dtype the way the reference would.
-std::vector<uint8_t> make_data(const Input& in, std::mt19937& rng) {
-  int64_t n = numel_of(in.dims);
-  std::vector<double> v(static_cast<size_t>(n));
-  bool fl = is_floating(in.dtype);
-  std::normal_distribution<double> normal(0, 1);
-  auto uni = [&](double lo, double hi) { return std::uniform_real_distribution<double>(lo, hi)(rng); };
-  auto ints = [&](int64_t lo, int64_t hi) { return double(std::uniform_int_distribution<int64_t>(lo, hi)(rng)); };
-  for (int64_t i = 0; i < n; ++i) {
-    double& x = v[size_t(i)];
-    switch (in.gen) {
-      case Gen::Normal: case Gen::WithNaN: case Gen::WithNegInf:
-        x = fl ? normal(rng) : in.dtype == DType::U8 ? ints(0, 16) : in.dtype == DType::Bool ? ints(0, 1) : ints(-8, 8);
-        break;
-      case Gen::Positive: x = fl ? uni(0.1, 4) : ints(1, 8); break;
-      case Gen::NonNeg: x = fl ? uni(0, 50) : in.dtype == DType::Bool ? ints(0, 1) : ints(0, 50); break;
-      case Gen::NearOne: x = fl ? uni(0.5, 1.5) : in.dtype == DType::U8 || in.dtype == DType::Bool ? ints(0, 2) : ints(-2, 2); break;
-      case Gen::Exponent: x = fl ? ints(-3, 3) : ints(0, 4); break;
-      case Gen::Index: x = ints(-in.bound, in.bound - 1); break;
-      case Gen::Variance: x = uni(0.5, 2); break;
-      case Gen::Wide: x = uni(-400, 400); break;
-      case Gen::NonZero:
-        x = fl ? normal(rng) : ints(1, 8) * (ints(0, 1) ? 1 : -1);
-        break;
-    }
-  }
-  if (in.gen == Gen::WithNaN && n > 2) {  // a NaN and a tie (argmax keeps the first of each)
-    v[1] = NAN;
-    v[size_t(n - 1)] = v[size_t(n - 2)];
-  }
-  if (in.gen == Gen::WithNegInf && n > 0) {
-    int64_t row = in.dims.empty() ? 1 : in.dims.back();
-    for (int64_t i = 0; i < std::min(row, n); ++i) v[size_t(i)] = -INFINITY;  // a whole -inf row
-    if (n > row) v[size_t(row)] = -INFINITY;
-  }
-  std::vector<uint8_t> bytes(size_t(n) * dtype_size(in.dtype));
-  convert_elements(v.data(), DType::F64, bytes.data(), in.dtype, size_t(n));
-  return bytes;
-}
-
-std::vector<uint8_t> bytes_of(const Tensor& t) {
-  std::vector<uint8_t> out(size_t(t.numel()) * dtype_size(t.dtype()));
-  if (out.empty()) return out;
-  if (t.dtype() == DType::Bool) {
-    auto b = t.to_vector<uint8_t>();
-    std::memcpy(out.data(), b.data(), out.size());
-    return out;
-  }
-  visit_dtype(t.dtype(), [&]<class T>() {
-    if constexpr (!std::is_same_v<T, bool>) {
-      auto v = t.to_vector<T>();
-      std::memcpy(out.data(), v.data(), out.size());
-    }
-  });
-  return out;
-}
-
-double element(const std::vector<uint8_t>& bytes, DType d, int64_t i) {
-  double v;
-  convert_elements(bytes.data() + size_t(i) * dtype_size(d), d, &v, DType::F64, 1);
-  return v;
-}
-
 std::string dims_str(const std::vector<int64_t>& dims) {
   std::string s = "[";
   for (size_t i = 0; i < dims.size(); ++i) s += (i ? "," : "") + std::to_string(dims[i]);
   return s + "]";
-}
-
-// The first element where got and want differ beyond the tolerance, as a message; "" if none.
-std::string first_mismatch(const std::vector<uint8_t>& got, const std::vector<uint8_t>& want, DType d,
-                           Tolerance tol) {
-  int64_t n = int64_t(want.size() / dtype_size(d));
-  bool exact = tol.rtol == 0 && tol.atol == 0;
-  for (int64_t i = 0; i < n; ++i) {
-    double g = element(got, d, i), w = element(want, d, i);
-    bool ok;
-    if (exact) ok = std::memcmp(got.data() + i * dtype_size(d), want.data() + i * dtype_size(d), dtype_size(d)) == 0 ||
-                    (std::isnan(g) && std::isnan(w));
-    else if (std::isnan(w) || std::isnan(g)) ok = std::isnan(w) && std::isnan(g);
-    else if (std::isinf(w) || std::isinf(g)) ok = g == w;
-    else ok = std::fabs(g - w) <= tol.atol + tol.rtol * std::fabs(w);
-    if (!ok) {
-      char buf[160];
-      std::snprintf(buf, sizeof buf, "element %lld: lowering %.9g, reference %.9g", (long long)i, g, w);
-      return buf;
-    }
-  }
-  return "";
 }
 
 class Lowering : public ::testing::TestWithParam<size_t> {};
@@ -175,7 +84,7 @@ TEST_P(Lowering, MatchesCpuReference) {
     ASSERT_EQ(want[o].dtype(), outs[o].dtype) << c.name << " output " << o;
     ASSERT_EQ(want[o].sizes(), outs[o].dims) << c.name << " output " << o;
     Tolerance tol = c.tol ? *c.tol : default_tolerance(c.kind, outs[o].dtype);
-    std::string bad = first_mismatch(out_data[o], bytes_of(want[o]), outs[o].dtype, tol);
+    std::string bad = first_mismatch(out_data[o], bytes_of(want[o]), outs[o].dtype, tol, "lowering");
     EXPECT_EQ(bad, "") << "MISMATCH " << c.name << " (" << op_name(c.kind) << ", output " << o << " "
                        << dt(outs[o].dtype) << dims_str(outs[o].dims) << ", rtol " << tol.rtol
                        << " atol " << tol.atol << ")";
@@ -255,7 +164,7 @@ TEST(Evaluator, ComparisonDetectsAWrongLowering) {
   Tensor want = run_op1(OpKind::Sub, {from_vector(a), from_vector(b)}, {}, Loc::current());
   std::vector<uint8_t> got_bytes(12);
   std::memcpy(got_bytes.data(), got.data(), 12);
-  EXPECT_EQ(first_mismatch(got_bytes, bytes_of(want), DType::F32, {1e-5, 1e-6}),
+  EXPECT_EQ(first_mismatch(got_bytes, bytes_of(want), DType::F32, {1e-5, 1e-6}, "lowering"),
             "element 0: lowering 1.5, reference 0.5");
 }
 

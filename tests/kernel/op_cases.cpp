@@ -1,8 +1,13 @@
 // The op configuration table (see op_cases.h).
 #include "kernel/op_cases.h"
 
+#include <cmath>
+#include <cstring>
+#include <cstdio>
 #include <memory>
+#include <random>
 
+#include "core/frontend/tensor.h"
 #include "core/support/error.h"
 
 namespace kiln::kernel::testing {
@@ -295,6 +300,99 @@ std::vector<Case> build_table() {
 const std::vector<Case>& table() {
   static const std::vector<Case> t = build_table();
   return t;
+}
+
+// --- running a case ---------------------------------------------------------------------------
+
+int64_t numel_of(const std::vector<int64_t>& dims) {
+  int64_t n = 1;
+  for (int64_t d : dims) n *= d;
+  return n;
+}
+
+// Draws values as doubles, then converts to the input's dtype the way the reference would.
+std::vector<uint8_t> make_data(const Input& in, std::mt19937& rng) {
+  int64_t n = numel_of(in.dims);
+  std::vector<double> v(static_cast<size_t>(n));
+  bool fl = is_floating(in.dtype);
+  std::normal_distribution<double> normal(0, 1);
+  auto uni = [&](double lo, double hi) { return std::uniform_real_distribution<double>(lo, hi)(rng); };
+  auto ints = [&](int64_t lo, int64_t hi) { return double(std::uniform_int_distribution<int64_t>(lo, hi)(rng)); };
+  for (int64_t i = 0; i < n; ++i) {
+    double& x = v[size_t(i)];
+    switch (in.gen) {
+      case Gen::Normal: case Gen::WithNaN: case Gen::WithNegInf:
+        x = fl ? normal(rng) : in.dtype == DType::U8 ? ints(0, 16) : in.dtype == DType::Bool ? ints(0, 1) : ints(-8, 8);
+        break;
+      case Gen::Positive: x = fl ? uni(0.1, 4) : ints(1, 8); break;
+      case Gen::NonNeg: x = fl ? uni(0, 50) : in.dtype == DType::Bool ? ints(0, 1) : ints(0, 50); break;
+      case Gen::NearOne: x = fl ? uni(0.5, 1.5) : in.dtype == DType::U8 || in.dtype == DType::Bool ? ints(0, 2) : ints(-2, 2); break;
+      case Gen::Exponent: x = fl ? ints(-3, 3) : ints(0, 4); break;
+      case Gen::Index: x = ints(-in.bound, in.bound - 1); break;
+      case Gen::Variance: x = uni(0.5, 2); break;
+      case Gen::Wide: x = uni(-400, 400); break;
+      case Gen::NonZero:
+        x = fl ? normal(rng) : ints(1, 8) * (ints(0, 1) ? 1 : -1);
+        break;
+    }
+  }
+  if (in.gen == Gen::WithNaN && n > 2) {  // a NaN and a tie (argmax keeps the first of each)
+    v[1] = NAN;
+    v[size_t(n - 1)] = v[size_t(n - 2)];
+  }
+  if (in.gen == Gen::WithNegInf && n > 0) {
+    int64_t row = in.dims.empty() ? 1 : in.dims.back();
+    for (int64_t i = 0; i < std::min(row, n); ++i) v[size_t(i)] = -INFINITY;  // a whole -inf row
+    if (n > row) v[size_t(row)] = -INFINITY;
+  }
+  std::vector<uint8_t> bytes(size_t(n) * dtype_size(in.dtype));
+  convert_elements(v.data(), DType::F64, bytes.data(), in.dtype, size_t(n));
+  return bytes;
+}
+
+std::vector<uint8_t> bytes_of(const Tensor& t) {
+  std::vector<uint8_t> out(size_t(t.numel()) * dtype_size(t.dtype()));
+  if (out.empty()) return out;
+  if (t.dtype() == DType::Bool) {
+    auto b = t.to_vector<uint8_t>();
+    std::memcpy(out.data(), b.data(), out.size());
+    return out;
+  }
+  visit_dtype(t.dtype(), [&]<class T>() {
+    if constexpr (!std::is_same_v<T, bool>) {
+      auto v = t.to_vector<T>();
+      std::memcpy(out.data(), v.data(), out.size());
+    }
+  });
+  return out;
+}
+
+double element(const std::vector<uint8_t>& bytes, DType d, int64_t i) {
+  double v;
+  convert_elements(bytes.data() + size_t(i) * dtype_size(d), d, &v, DType::F64, 1);
+  return v;
+}
+
+// The first element where got and want differ beyond the tolerance, as a message; "" if none.
+std::string first_mismatch(const std::vector<uint8_t>& got, const std::vector<uint8_t>& want, DType d,
+                           Tolerance tol, const std::string& got_name) {
+  int64_t n = int64_t(want.size() / dtype_size(d));
+  bool exact = tol.rtol == 0 && tol.atol == 0;
+  for (int64_t i = 0; i < n; ++i) {
+    double g = element(got, d, i), w = element(want, d, i);
+    bool ok;
+    if (exact) ok = std::memcmp(got.data() + i * dtype_size(d), want.data() + i * dtype_size(d), dtype_size(d)) == 0 ||
+                    (std::isnan(g) && std::isnan(w));
+    else if (std::isnan(w) || std::isnan(g)) ok = std::isnan(w) && std::isnan(g);
+    else if (std::isinf(w) || std::isinf(g)) ok = g == w;
+    else ok = std::fabs(g - w) <= tol.atol + tol.rtol * std::fabs(w);
+    if (!ok) {
+      char buf[160];
+      std::snprintf(buf, sizeof buf, "element %lld: %s %.9g, reference %.9g", (long long)i, got_name.c_str(), g, w);
+      return buf;
+    }
+  }
+  return "";
 }
 
 }  // namespace kiln::kernel::testing

@@ -1,13 +1,17 @@
 // The table of op configurations kernel tests run: one row per op configuration (shapes, dtypes,
-// attributes, how to draw inputs). Shared by the lowering test and the CUDA compile test.
+// attributes, how to draw inputs), and how a case's inputs are drawn and its outputs compared. Shared
+// by the lowering test, the CUDA compile test and the emulated CUDA test.
 #pragma once
 
+#include <cstdint>
 #include <optional>
+#include <random>
 #include <string>
 #include <vector>
 
 #include "core/ir/attr.h"
 #include "core/ir/op.h"
+#include "core/frontend/tensor.h"
 
 namespace kiln::kernel::testing {
 
@@ -47,5 +51,15 @@ struct Case {
 
 Tolerance default_tolerance(OpKind kind, DType out);
 const std::vector<Case>& table();
+
+// Running a case: values drawn as doubles and converted to the input's dtype as the reference
+// would; a tensor's elements as bytes; the first element where `got` (named `got_name` in the
+// message) and `want` differ beyond `tol`, as a message, or "" when none does.
+int64_t numel_of(const std::vector<int64_t>& dims);
+std::vector<uint8_t> make_data(const Input& in, std::mt19937& rng);
+std::vector<uint8_t> bytes_of(const Tensor& t);
+double element(const std::vector<uint8_t>& bytes, DType d, int64_t i);
+std::string first_mismatch(const std::vector<uint8_t>& got, const std::vector<uint8_t>& want, DType d,
+                           Tolerance tol, const std::string& got_name);
 
 }  // namespace kiln::kernel::testing

@@ -1,0 +1,54 @@
+// Small helpers the template planners of every backend share: element counts, power-of-two sizes,
+// int32 range checks, attribute defaults and the push-constant bytes of a parameter struct.
+#pragma once
+
+#include <cstdint>
+#include <cstring>
+#include <string>
+#include <vector>
+
+#include "backends/backend.h"
+
+namespace kiln::templates {
+
+inline int64_t numel(const std::vector<int64_t>& dims) {
+  int64_t n = 1;
+  for (int64_t d : dims) n *= d;
+  return n;
+}
+
+inline int64_t pow2_at_least(int64_t v) {
+  int64_t r = 1;
+  while (r < v) r *= 2;
+  return r;
+}
+
+// Whether v is a valid non-negative int32: templates index with 32-bit ints.
+inline bool fits_i32(int64_t v) { return v >= 0 && v <= INT32_MAX; }
+
+// Whether every input and output of `run` has dtype t.
+inline bool all_dtype(const OpRun& run, DType t) {
+  for (const BufferView& v : run.inputs)
+    if (v.dtype != t) return false;
+  for (const BufferView& v : run.outputs)
+    if (v.dtype != t) return false;
+  return true;
+}
+
+// A per-spatial-dim int list attribute (strides, pads, dilations), `fill` when absent or empty.
+inline std::vector<int64_t> spatial_attr(const AttrMap& attrs, const std::string& name, size_t spatial,
+                                         size_t per_dim, int64_t fill) {
+  std::vector<int64_t> v = attrs.has(name) ? attrs.get_ints(name) : std::vector<int64_t>{};
+  if (v.empty()) v.assign(spatial * per_dim, fill);
+  return v;
+}
+
+// The bytes of a parameter struct as push constants / a kernel's struct argument.
+template <class P>
+std::vector<uint8_t> bytes_of(const P& params) {
+  std::vector<uint8_t> bytes(sizeof params);
+  std::memcpy(bytes.data(), &params, sizeof params);
+  return bytes;
+}
+
+}  // namespace kiln::templates
