@@ -362,6 +362,7 @@ void PlannedProgram::prepare(const std::map<std::string, int64_t>& bindings) {
                            groups_for(s.program, elements), int(k), int(i)});
     }
   }
+  stats_.kernels = int64_t(launches_.size());  // templates may replace several generic steps
   output_copies_.clear();
   input_copies_.clear();
   owned_inputs_.clear();
