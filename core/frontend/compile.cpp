@@ -147,7 +147,9 @@ std::vector<Tensor> Engine::call(std::span<const ArgView> args, TraceFn trace, E
     }
     ++s.stats.cache_hits;
     if (!entry.program) return s.run_lazy(entry, eager);
-    return entry.program->run(entry.guards.program_inputs(args, modules));
+    std::vector<Tensor> out = entry.program->run(entry.guards.program_inputs(args, modules));
+    s.stats.program = entry.program->stats();  // launches are settled once the shapes are bound
+    return out;
   }
 
   std::string reason = misses.empty() ? "" : misses.front();
@@ -453,7 +455,9 @@ std::vector<Tensor> Engine::State::compile_and_run(std::span<const ArgView> args
   std::vector<Tensor> inputs = stored.guards.program_inputs(args, modules);
   if (debug_dir.empty()) {
     stored.traced = std::make_unique<Trace>(std::move(*traced));
-    return stored.program->run(inputs);
+    std::vector<Tensor> results = stored.program->run(inputs);
+    stats.program = stored.program->stats();
+    return results;
   }
   // The bundle records this first run, profiled. It is written when the run fails too (a checked
   // mode error), since that is when it is wanted.
@@ -468,6 +472,7 @@ std::vector<Tensor> Engine::State::compile_and_run(std::span<const ArgView> args
   }
   write_bundle(stored.program.get(), timings);
   stored.traced = std::make_unique<Trace>(std::move(*traced));
+  stats.program = stored.program->stats();
   return results;
 }
 
