@@ -101,6 +101,9 @@ class Stream {
   virtual void replay() = 0;
   virtual void sync() = 0;
   virtual std::vector<KernelTiming> timings() { return {}; }
+  // Whether launches from now on are timed. Vulkan timestamps cost nothing on the host and stay on;
+  // CUDA events cost two calls per launch, so the CUDA stream times only while asked to.
+  virtual void set_timing(bool) {}
 };
 
 // One launch of a hand-written kernel chosen for an op instead of its generic lowering.

@@ -1,7 +1,7 @@
 // The CUDA backend: device memory, NVRTC-compiled programs from the CUDA dialect of the shared
-// emitter or the CUDA templates, launches on a stream (timed with events), and CUDA graphs for
-// record/replay. Everything CUDA is loaded at run time, so without a driver or GPU the registry
-// lists no CUDA device and says why.
+// emitter or the CUDA templates, launches on a stream (timed with events while profiling), and CUDA
+// graphs for record/replay. Everything CUDA is loaded at run time, so without a driver or GPU the
+// registry lists no CUDA device and says why.
 #include <cstring>
 
 #include "backends/backend.h"
@@ -78,7 +78,7 @@ class CudaProgram : public Program {
 
 class CudaStream : public Stream {
  public:
-  CudaStream(const Context& ctx, bool timed) : ctx_(ctx), d_(ctx.driver()), timed_(timed) {
+  explicit CudaStream(const Context& ctx) : ctx_(ctx), d_(ctx.driver()) {
     ctx_.bind();
     d_.check(d_.cuStreamCreate(&stream_, 0), "cuStreamCreate");
   }
@@ -155,6 +155,7 @@ class CudaStream : public Stream {
     if (timings_.size() > kMaxKeptTimings)
       timings_.erase(timings_.begin(), timings_.end() - std::ptrdiff_t(kMaxKeptTimings / 2));
   }
+  void set_timing(bool on) override { timed_ = on; }
   std::vector<KernelTiming> timings() override {
     std::vector<KernelTiming> out;
     out.swap(timings_);
@@ -190,7 +191,7 @@ class CudaStream : public Stream {
   CUstream stream_ = nullptr;
   CUgraph graph_ = nullptr;
   CUgraphExec exec_ = nullptr;
-  bool timed_ = false;
+  bool timed_ = false;  // set_timing(): off except during profiled runs
   bool capturing_ = false;
   std::vector<Timed> pending_;        // launched since the last sync
   std::vector<CUevent> free_events_;  // created once, reused
@@ -263,7 +264,7 @@ class CudaBackend : public Backend {
     return std::make_unique<CudaProgram>(ctx_, ptx, entry, block, source.name);
   }
   std::unique_ptr<Stream> create_stream() override {
-    return std::make_unique<CudaStream>(ctx_, caps_.timestamps);
+    return std::make_unique<CudaStream>(ctx_);
   }
 
  private:

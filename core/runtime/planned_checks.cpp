@@ -61,9 +61,11 @@ std::vector<Tensor> PlannedProgram::run_profiled(const std::vector<Tensor>& inpu
     results = run(inputs);
   } catch (...) {
     profiling_ = false;
+    if (stream_) stream_->set_timing(false);
     throw;
   }
   profiling_ = false;
+  stream_->set_timing(false);
   std::vector<KernelTiming> raw = stream_->timings();
   // In launch order: the input copies this run made (reduce_overhead), launches_, output copies.
   std::set<int> returned;

@@ -425,6 +425,7 @@ std::vector<Tensor> PlannedProgram::run(const std::vector<Tensor>& inputs) {
   std::map<std::string, int64_t> bindings = bind(inputs);
   if (!prepared_ || bindings != bindings_) prepare(bindings);
   if (!stream_) stream_ = backend_.create_stream();
+  stream_->set_timing(profiling_);
   backend_.synchronize();  // inputs made by queued eager ops must be complete before we read them
 
   // The tensors handed back: fresh buffers each run, so earlier results stay valid.
