@@ -248,6 +248,44 @@ TEST(VulkanEager, OpsQueueWithoutWaitingAndFreedBuffersOutliveTheirLaunches) {
                                 << (messages.empty() ? "" : messages.front());
 }
 
+// vec4 pointwise kernels (software devices) store whole vec4s, also at a tensor's end: every length
+// that leaves 1, 2 or 3 elements over, with a broadcast operand read per element, eager and inside a
+// compiled program whose small intermediates sit next to each other in one arena, matches the cpu
+// reference and leaves every neighbour intact.
+TEST(VulkanEager, Vec4PointwiseKernelsHandleEveryTailAndKeepNeighboursIntact) {
+  std::string why;
+  if (enumerate_vulkan_devices(&why).empty()) GTEST_SKIP() << "no Vulkan device: " << why;
+  Device vk = Device::parse("vulkan");
+  if (!vk.backend().caps().is_cpu) GTEST_SKIP() << "vec4 pointwise kernels are a software-device path";
+  vulkan::clear_validation_messages();
+  auto chain = [](const Tensor& x, const Tensor& row) -> std::vector<Tensor> {
+    Tensor a = relu(x * row + 0.25);  // row broadcasts over x's leading dim
+    Tensor b = a - x;
+    Tensor c = tanh(b) * 3.0;
+    return {a, b + c, exp(c * 0.1) - a};
+  };
+  auto fast = compile(chain);
+  for (int64_t n : {1, 2, 3, 5, 6, 7, 9, 13, 4097}) {
+    Tensor x = randn({3, n}, Device::cpu(), uint64_t(n)), row = randn({n}, Device::cpu(), uint64_t(n) + 100);
+    std::vector<Tensor> want = chain(x, row);
+    std::vector<Tensor> eager = chain(x.to(vk), row.to(vk));
+    std::vector<Tensor> compiled = fast(x.to(vk), row.to(vk));
+    for (size_t o = 0; o < want.size(); ++o) {
+      const std::vector<float> w = want[o].to_vector<float>();
+      const std::vector<float> e = eager[o].to_vector<float>(), c = compiled[o].to_vector<float>();
+      ASSERT_EQ(e.size(), w.size());
+      ASSERT_EQ(c.size(), w.size());
+      for (size_t i = 0; i < w.size(); ++i) {
+        ASSERT_NEAR(e[i], w[i], 1e-5f * (1 + std::fabs(w[i]))) << "eager output " << o << ", n " << n << ", " << i;
+        ASSERT_NEAR(c[i], w[i], 1e-5f * (1 + std::fabs(w[i]))) << "compiled output " << o << ", n " << n << ", " << i;
+      }
+    }
+  }
+  auto messages = vulkan::validation_messages();
+  EXPECT_TRUE(messages.empty()) << messages.size() << " validation message(s), first: "
+                                << (messages.empty() ? "" : messages.front());
+}
+
 // Writing new data into a buffer that a queued launch still reads waits for that launch first.
 TEST(VulkanEager, UploadIntoABufferAQueuedLaunchReadsWaitsForIt) {
   std::string why;

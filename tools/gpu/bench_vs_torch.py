@@ -120,6 +120,8 @@ def main():
         rows.append(obj)
 
     dev = args.device
+    if dev == "cuda" and not torch.cuda.is_available():
+        raise SystemExit("bench_vs_torch: torch sees no CUDA device (--device cpu runs on the host)")
     if dev == "cuda":
         x = torch.empty(1 << 28, device="cuda")  # 1 GiB: far past the L2
         y = torch.empty_like(x)
