@@ -109,8 +109,8 @@ AttrMap layer_norm_attr(int64_t axis, double eps) {
   return a;
 }
 
-// [rows, n] shapes the brief of the templates names: row lengths 1, 7, 64, 1000, 4097 (past the
-// register cache of a 64- and a 256-lane team), many rows, rows shorter than a subgroup.
+// [rows, n] shapes: row lengths 1, 7, 64, 1000, 4097 (past the register cache of a 64- and a
+// 256-lane team), many rows, rows shorter than a subgroup, lengths either side of a power of two.
 const std::vector<std::pair<int64_t, int64_t>> kRowShapes = {
     {5, 1}, {300, 1}, {3, 7}, {513, 7}, {1000, 3}, {129, 2}, {4, 64}, {70, 64},
     {3, 1000}, {17, 1000}, {2, 4097}, {5, 4097}, {1, 33}, {9, 255}, {6, 257}};
