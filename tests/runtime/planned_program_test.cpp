@@ -86,8 +86,9 @@ TEST(PlannedProgram, DefaultModeMatchesTheCpuReferenceOnVulkan) {
   for (int64_t batch : {4, 4, 9, 1}) check_against_cpu(program, g, batch, vk, int(batch) + 3);
 }
 
-TEST(PlannedProgram, ReduceOverheadReplaysAndRerecordsOnlyWhenTheBatchChanges) {
-  KILN_REQUIRE_VULKAN(vk);
+// Record/replay (Vulkan command buffers, CUDA graphs): replays leave earlier results alone and a new
+// batch size records again.
+void expect_replays_and_rerecords_on_batch_change(Device vk) {
   Graph g = parse_checked(kMixed);
   ProgramOptions options;
   options.reduce_overhead = true;
@@ -111,6 +112,25 @@ TEST(PlannedProgram, ReduceOverheadReplaysAndRerecordsOnlyWhenTheBatchChanges) {
   EXPECT_EQ(program.recordings(), 2);
   check_against_cpu(program, g, 4, vk, 6);
   EXPECT_EQ(program.recordings(), 3);
+}
+
+TEST(PlannedProgram, ReduceOverheadReplaysAndRerecordsOnlyWhenTheBatchChanges) {
+  KILN_REQUIRE_VULKAN(vk);
+  expect_replays_and_rerecords_on_batch_change(vk);
+}
+
+TEST(PlannedProgram, CudaGraphsReplayAndRecaptureOnlyWhenTheBatchChanges) {
+  std::optional<Device> cuda = testing::cuda_device();
+  if (!cuda) {
+    std::string why;
+    try {
+      Device::parse("cuda");
+    } catch (const Error& e) {
+      why = e.what();
+    }
+    GTEST_SKIP() << "no CUDA device: " << why;
+  }
+  expect_replays_and_rerecords_on_batch_change(*cuda);
 }
 
 TEST(PlannedProgram, BuildProgramPicksThePlannedProgramOnlyForCodeGeneratingDevices) {

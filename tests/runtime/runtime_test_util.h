@@ -25,6 +25,12 @@ inline std::optional<Device> vulkan_device() {
   return std::nullopt;
 }
 
+inline std::optional<Device> cuda_device() {
+  for (const DeviceEntry& e : available_devices())
+    if (e.kind == BackendKind::Cuda) return Device(e.kind, e.index);
+  return std::nullopt;
+}
+
 #define KILN_REQUIRE_VULKAN(dev)                                                         \
   auto dev##_opt = ::kiln::testing::vulkan_device();                                     \
   if (!dev##_opt) GTEST_SKIP() << "no Vulkan device on this machine (lavapipe missing?)"; \

@@ -10,6 +10,8 @@
 # Results go to $OUT (or build-gpu/out): at most 8 files, each step's log and the benchmark table.
 #
 #   tools/gpu/run_checks.sh [--skip-build] [--bench-only] [--torch-mode MODE] [--models a,b]
+# PYTHON (default python3) runs the benchmark; BENCH_ARGS adds options to it (a dry run on a machine
+# without a GPU: BENCH_ARGS="--device cpu --backends cpu,vulkan --dtypes f32 --batch 1").
 set -uo pipefail
 root=$(cd "$(dirname "$0")/../.." && pwd)
 cd "$root"
@@ -63,8 +65,8 @@ if ((!bench_only)); then
 fi
 
 step "benchmarks beside torch.compile($torch_mode)"
-PYTHONUNBUFFERED=1 timeout 900 python3 tools/gpu/bench_vs_torch.py --kiln "$build/tools/kiln/kiln" \
-  --out "$out" --work "$build/bench-models" --models "$models" --torch-mode "$torch_mode" \
+PYTHONUNBUFFERED=1 timeout 900 "${PYTHON:-python3}" tools/gpu/bench_vs_torch.py --kiln "$build/tools/kiln/kiln" \
+  --out "$out" --work "$build/bench-models" --models "$models" --torch-mode "$torch_mode" ${BENCH_ARGS:-} \
   > "$out/bench.log" 2>&1
 cat "$out/table.md" >> "$out/summary.txt" 2>/dev/null
 step "done"
