@@ -5,6 +5,7 @@
 #
 #   tools/conformance.sh [BUILD_DIR] [BACKENDS...]     (defaults: build, cpu vulkan)
 #   KILN_ONNX_SETS="node pytorch-converted" tools/conformance.sh build cpu
+#   KILN_CONFORMANCE_OUT=FILE writes the report there instead.
 set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
 build=${1:-$root/build}
@@ -19,7 +20,7 @@ kiln=$build/tools/kiln/kiln
 
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
-out=$root/CONFORMANCE.md
+out=${KILN_CONFORMANCE_OUT:-$root/CONFORMANCE.md}
 summary=$tmp/summary.md
 details=$tmp/details.md
 {

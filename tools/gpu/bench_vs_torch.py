@@ -166,7 +166,7 @@ def main():
 
 def report(rows):
     copy = next((r for r in rows if r.get("what") == "copy"), None)
-    lines = ["| model | dtype | batch | runtime | ms | vs torch.compile | note |", "|---|---|---|---|---|---|---|"]
+    lines = ["| model | dtype | batch | runtime | ms | torch.compile ms / this | note |", "|---|---|---|---|---|---|---|"]
     for r in rows:
         if "model" not in r:
             continue
