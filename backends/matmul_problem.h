@@ -32,8 +32,7 @@ std::optional<MatmulProblem> decode_matmul(const OpRun& run);
 bool matmul_fits_i32(const MatmulProblem& p);
 
 // The matmul templates' parameter block (shaders/matmul.comp's push constants in scalar layout,
-// the params struct of shaders/cuda/matmul_f32.cu and matmul_wmma.cu): sizes, leading dimensions,
-// batch strides, the epilogue's terms.
+// shaders/cuda/matmul_params.cuh): sizes, leading dimensions, batch strides, the epilogue's terms.
 struct MatmulParams {
   int32_t m, n, k;
   int32_t lda, ldb, ldo;

@@ -24,6 +24,9 @@ const char kCommon[] =
 const char kGemmTile[] =
 #include "gemm_tile.cuh.inc"
     ;
+const char kMatmulParams[] =
+#include "matmul_params.cuh.inc"
+    ;
 const char kMatmulF32[] =
 #include "matmul_f32.cu.inc"
     ;
@@ -95,6 +98,7 @@ std::optional<TemplateLaunch> matmul_template(const OpRun& run, int sm) {
                         .define("TRANS_A", p->trans_a)
                         .define("TRANS_B", p->trans_b)
                         .define("HAS_C", p->has_c)
+                        .file("matmul_params.cuh", kMatmulParams)
                         .file("matmul_wmma.cu", kMatmulWmma)
                         .str();
   } else {
@@ -116,6 +120,7 @@ std::optional<TemplateLaunch> matmul_template(const OpRun& run, int sm) {
                         .define("B_N_FASTEST", !p->trans_b)
                         .file("common.cuh", kCommon)
                         .file("gemm_tile.cuh", kGemmTile)
+                        .file("matmul_params.cuh", kMatmulParams)
                         .file("matmul_f32.cu", kMatmulF32)
                         .str();
   }

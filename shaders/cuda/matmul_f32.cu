@@ -6,17 +6,7 @@
 //   HAS_C     add beta * C[m * c_row + n * c_col] (strides 0 broadcast: bias rows, columns)
 // Batches are blockIdx.z = b0 * batch1 + b1, with per-operand strides (0 = broadcast).
 
-// Mirrors MatmulParams in backends/matmul_problem.h.
-struct MatmulParams {
-  int M, N, K;
-  int lda, ldb, ldo;
-  int batch1;
-  int a_batch0, a_batch1;
-  int b_batch0, b_batch1;
-  int c_row, c_col;
-  float alpha, beta;
-};
-
+// MatmulParams: matmul_params.cuh, placed before this file by the planner.
 struct MatmulLoader {
   const float* pa;
   const float* pb;

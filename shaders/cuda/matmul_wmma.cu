@@ -26,17 +26,7 @@ __device__ inline float to_f32(elem_t v) { return __half2float(v); }
 __device__ inline elem_t from_f32(float v) { return __float2half_rn(v); }
 #endif
 
-// Mirrors MatmulParams in backends/matmul_problem.h (the same block as matmul_f32.cu).
-struct MatmulParams {
-  int M, N, K;
-  int lda, ldb, ldo;
-  int batch1;
-  int a_batch0, a_batch1;
-  int b_batch0, b_batch1;
-  int c_row, c_col;
-  float alpha, beta;
-};
-
+// MatmulParams: matmul_params.cuh, placed before this file by the planner.
 extern "C" __global__ void __launch_bounds__(THREADS) kiln_matmul_wmma(const elem_t* a, const elem_t* b,
 #if HAS_C
                                                                        const elem_t* c,

@@ -16,11 +16,12 @@
 #include "core/kiln.h"
 #include "core/runtime/interpreter.h"
 #include "core/runtime/planned_program.h"
+#include "support/vulkan_template_test.h"
 
 namespace kiln {
 namespace {
 
-const bool kValidationRequested = [] { return setenv("KILN_VULKAN_VALIDATION", "1", 1) == 0; }();
+using testing::expect_close_sums;
 
 struct ConvCase {
   std::string name;
@@ -103,36 +104,17 @@ std::vector<float> run_conv(Backend& backend, KernelRunner* runner, const ConvCa
   return result;
 }
 
-// f32 sums of K products of values in [-1, 1]: the error grows with K; 2e-6 * K leaves room for a
-// different summation order while any indexing mistake is off by O(1).
-void expect_close(const std::vector<float>& got, const std::vector<float>& want, int64_t k,
-                  const std::string& what) {
-  ASSERT_EQ(got.size(), want.size()) << what;
-  const double tol = 1e-5 + 2e-6 * double(k);
-  for (size_t i = 0; i < got.size(); ++i)
-    ASSERT_NEAR(got[i], want[i], tol * std::max(1.0, std::abs(double(want[i])))) << what << " at " << i;
-}
-
-class VulkanConv : public ::testing::Test {
+class VulkanConv : public testing::VulkanTemplateTest<> {
  protected:
   void SetUp() override {
-    ASSERT_TRUE(kValidationRequested);
-    std::string why;
-    if (enumerate_vulkan_devices(&why).empty()) GTEST_SKIP() << "no Vulkan device: " << why;
-    vk_ = &dynamic_cast<vulkan::VulkanBackend&>(backend_for(BackendKind::Vulkan, 0));
-    cpu_ = &backend_for(BackendKind::Cpu, 0);
-    vulkan::clear_validation_messages();
+    VulkanTemplateTest::SetUp();
+    if (IsSkipped() || HasFatalFailure()) return;
     runner_ = std::make_unique<KernelRunner>(*vk_, kernel::Dialect::Glsl,
                                              KernelRunnerOptions{.templates = vulkan::with_conv_template({})});
   }
   void TearDown() override {
     runner_.reset();
-    if (!vk_) return;
-    EXPECT_TRUE(vulkan::validation_active()) << "the Khronos validation layer is not installed";
-    auto messages = vulkan::validation_messages();
-    std::string all;
-    for (const auto& m : messages) all += m + "\n";
-    EXPECT_TRUE(messages.empty()) << messages.size() << " validation message(s):\n" << all;
+    VulkanTemplateTest::TearDown();
   }
 
   std::vector<std::vector<float>> inputs_for(const ConvCase& c, uint32_t seed) {
@@ -148,11 +130,9 @@ class VulkanConv : public ::testing::Test {
     std::vector<float> got = run_conv(*vk_, runner_.get(), c, in);
     EXPECT_EQ(runner_->stats().template_launches, before + 1) << c.name;
     std::vector<float> want = run_conv(*cpu_, nullptr, c, in);
-    expect_close(got, want, numel(c.w) / c.w[0], c.name);
+    expect_close_sums(got, want, numel(c.w) / c.w[0], c.name);
   }
 
-  vulkan::VulkanBackend* vk_ = nullptr;
-  Backend* cpu_ = nullptr;
   std::unique_ptr<KernelRunner> runner_;
 };
 
@@ -199,7 +179,7 @@ TEST_F(VulkanConv, BackendRunsF32ConvThroughTheTemplate) {
   EXPECT_EQ(backend.eager_stats().template_launches, before + 1);
   Device cpu = Device::cpu();
   std::vector<float> want = conv2d(x.to(cpu), w.to(cpu), b.to(cpu), 1, 1).to_vector<float>();
-  expect_close(got, want, 36, "conv2d through the backend");
+  expect_close_sums(got, want, 36, "conv2d through the backend");
 }
 
 Graph parse_checked(const std::string& text) {
@@ -225,7 +205,7 @@ TEST_F(VulkanConv, CompiledProgramRunsConvsWithTheTemplate) {
   for (const Tensor& t : cpu_in) vk_in.push_back(t.to(vk));
   std::vector<float> got = program.run(vk_in)[0].to_vector<float>();
   std::vector<float> want = interpret(g, cpu_in)[0].to_vector<float>();
-  expect_close(got, want, 36 * 8, "conv -> relu -> 1x1 conv, compiled");
+  expect_close_sums(got, want, 36 * 8, "conv -> relu -> 1x1 conv, compiled");
   int conv_templates = 0;
   for (const PlannedLaunch& l : program.launches())
     if (l.is_template && l.name.rfind("conv2d_f32", 0) == 0) ++conv_templates;
@@ -256,7 +236,7 @@ TEST_F(VulkanConv, ModelLayerTimings) {
     double cpu_s = 0, tmpl_s = 0, gen_s = -1;
     std::vector<float> want = run_conv(*cpu_, nullptr, c, in, 3, &cpu_s);
     std::vector<float> got = run_conv(*vk_, runner_.get(), c, in, 3, &tmpl_s);
-    expect_close(got, want, numel(c.w) / c.w[0], c.name);
+    expect_close_sums(got, want, numel(c.w) / c.w[0], c.name);
     if (generic) run_conv(*vk_, &lowering, c, in, 1, &gen_s);
     std::printf("%-40s %10.2f %12.2f %12.2f\n", c.name.c_str(), cpu_s * 1e3, tmpl_s * 1e3, gen_s * 1e3);
   }

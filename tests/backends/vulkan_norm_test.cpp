@@ -19,11 +19,10 @@
 #include "core/kiln.h"
 #include "core/runtime/interpreter.h"
 #include "core/runtime/planned_program.h"
+#include "support/vulkan_template_test.h"
 
 namespace kiln {
 namespace {
-
-const bool kValidationRequested = [] { return setenv("KILN_VULKAN_VALIDATION", "1", 1) == 0; }();
 
 int64_t numel(const std::vector<int64_t>& dims) {
   int64_t n = 1;
@@ -115,15 +114,12 @@ const std::vector<std::pair<int64_t, int64_t>> kRowShapes = {
     {5, 1}, {300, 1}, {3, 7}, {513, 7}, {1000, 3}, {129, 2}, {4, 64}, {70, 64},
     {3, 1000}, {17, 1000}, {2, 4097}, {5, 4097}, {1, 33}, {9, 255}, {6, 257}};
 
-class VulkanNorm : public ::testing::TestWithParam<bool> {  // param: subgroup arithmetic allowed
+// Param: subgroup arithmetic allowed.
+class VulkanNorm : public testing::VulkanTemplateTest<::testing::TestWithParam<bool>> {
  protected:
   void SetUp() override {
-    ASSERT_TRUE(kValidationRequested);
-    std::string why;
-    if (enumerate_vulkan_devices(&why).empty()) GTEST_SKIP() << "no Vulkan device: " << why;
-    vk_ = &dynamic_cast<vulkan::VulkanBackend&>(backend_for(BackendKind::Vulkan, 0));
-    cpu_ = &backend_for(BackendKind::Cpu, 0);
-    vulkan::clear_validation_messages();
+    VulkanTemplateTest::SetUp();
+    if (IsSkipped() || HasFatalFailure()) return;
     // The CPU-device default (8 lanes on lavapipe: one SIMD vector) and a middle size, reading
     // through texel buffers as on CPU devices; then the GPU variant (256 lanes, storage-buffer
     // reads), planned as for a device that is not a CPU.
@@ -140,12 +136,7 @@ class VulkanNorm : public ::testing::TestWithParam<bool> {  // param: subgroup a
   }
   void TearDown() override {
     runners_.clear();
-    if (!vk_) return;
-    EXPECT_TRUE(vulkan::validation_active()) << "the Khronos validation layer is not installed";
-    auto messages = vulkan::validation_messages();
-    std::string all;
-    for (const auto& m : messages) all += m + "\n";
-    EXPECT_TRUE(messages.empty()) << messages.size() << " validation message(s):\n" << all;
+    VulkanTemplateTest::TearDown();
   }
 
   // Every runner's template against the cpu reference, one template launch and nothing else each.
@@ -160,8 +151,6 @@ class VulkanNorm : public ::testing::TestWithParam<bool> {  // param: subgroup a
     }
   }
 
-  vulkan::VulkanBackend* vk_ = nullptr;
-  Backend* cpu_ = nullptr;
   std::vector<std::unique_ptr<KernelRunner>> runners_;
 };
 

@@ -10,11 +10,12 @@
 #include "backends/vulkan/vulkan_backend.h"
 #include "backends/vulkan/vulkan_templates.h"
 #include "core/kiln.h"
+#include "support/vulkan_template_test.h"
 
 namespace kiln {
 namespace {
 
-const bool kValidationRequested = [] { return setenv("KILN_VULKAN_VALIDATION", "1", 1) == 0; }();
+using testing::expect_close_sums;
 
 struct HostTensor {
   std::vector<float> data;
@@ -67,15 +68,11 @@ void expect_close(const std::vector<float>& got, const std::vector<float>& want,
     ASSERT_NEAR(got[i], want[i], tol * std::max(1.0, std::abs(double(want[i])))) << what << " at " << i;
 }
 
-class VulkanPerfPaths : public ::testing::TestWithParam<vulkan::MatmulTile> {
+class VulkanPerfPaths : public testing::VulkanTemplateTest<::testing::TestWithParam<vulkan::MatmulTile>> {
  protected:
   void SetUp() override {
-    ASSERT_TRUE(kValidationRequested);
-    std::string why;
-    if (enumerate_vulkan_devices(&why).empty()) GTEST_SKIP() << "no Vulkan device: " << why;
-    vk_ = &dynamic_cast<vulkan::VulkanBackend&>(backend_for(BackendKind::Vulkan, 0));
-    cpu_ = &backend_for(BackendKind::Cpu, 0);
-    vulkan::clear_validation_messages();
+    VulkanTemplateTest::SetUp();
+    if (IsSkipped() || HasFatalFailure()) return;
     // Every problem, however small, takes the template with the tile under test.
     runner_ = std::make_unique<KernelRunner>(
         *vk_, kernel::Dialect::Glsl,
@@ -84,12 +81,7 @@ class VulkanPerfPaths : public ::testing::TestWithParam<vulkan::MatmulTile> {
   }
   void TearDown() override {
     runner_.reset();
-    if (!vk_) return;
-    EXPECT_TRUE(vulkan::validation_active()) << "the Khronos validation layer is not installed";
-    auto messages = vulkan::validation_messages();
-    std::string all;
-    for (const auto& m : messages) all += m + "\n";
-    EXPECT_TRUE(messages.empty()) << messages.size() << " validation message(s):\n" << all;
+    VulkanTemplateTest::TearDown();
   }
 
   // Template on Vulkan vs the cpu reference; also checks the template (not the lowering) ran.
@@ -104,8 +96,6 @@ class VulkanPerfPaths : public ::testing::TestWithParam<vulkan::MatmulTile> {
     expect_close(got, want, k, what);
   }
 
-  vulkan::VulkanBackend* vk_ = nullptr;
-  Backend* cpu_ = nullptr;
   std::unique_ptr<KernelRunner> runner_;
 };
 

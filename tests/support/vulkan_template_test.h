@@ -1,0 +1,57 @@
+// What the Vulkan template tests share: the Khronos validation layer requested before any backend
+// opens, a fixture base that opens the Vulkan device and the cpu reference (skipping without a
+// Vulkan device) and fails a test on any validation message, and the tolerance for sums of products.
+#pragma once
+
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstdlib>
+#include <string>
+#include <vector>
+
+#include "backends/vulkan/vulkan_backend.h"
+
+namespace kiln::testing {
+
+inline const bool kVulkanValidationRequested = [] { return setenv("KILN_VULKAN_VALIDATION", "1", 1) == 0; }();
+
+// Base for fixtures of template tests (Base: ::testing::Test or a TestWithParam). Subclasses call
+// SetUp() first and return when IsSkipped(); their TearDown() releases their KernelRunners first,
+// then calls this one.
+template <class Base = ::testing::Test>
+class VulkanTemplateTest : public Base {
+ protected:
+  void SetUp() override {
+    ASSERT_TRUE(kVulkanValidationRequested);
+    std::string why;
+    if (enumerate_vulkan_devices(&why).empty()) GTEST_SKIP() << "no Vulkan device: " << why;
+    vk_ = &dynamic_cast<vulkan::VulkanBackend&>(backend_for(BackendKind::Vulkan, 0));
+    cpu_ = &backend_for(BackendKind::Cpu, 0);
+    vulkan::clear_validation_messages();
+  }
+  void TearDown() override {
+    if (!vk_) return;
+    EXPECT_TRUE(vulkan::validation_active()) << "the Khronos validation layer is not installed";
+    auto messages = vulkan::validation_messages();
+    std::string all;
+    for (const auto& m : messages) all += m + "\n";
+    EXPECT_TRUE(messages.empty()) << messages.size() << " validation message(s):\n" << all;
+  }
+
+  vulkan::VulkanBackend* vk_ = nullptr;
+  Backend* cpu_ = nullptr;
+};
+
+// f32 sums of K products of values in [-1, 1]: the error grows with K; 2e-6 * K leaves room for a
+// different summation order while any indexing mistake is off by O(1).
+inline void expect_close_sums(const std::vector<float>& got, const std::vector<float>& want, int64_t k,
+                              const std::string& what) {
+  ASSERT_EQ(got.size(), want.size()) << what;
+  const double tol = 1e-5 + 2e-6 * double(k);
+  for (size_t i = 0; i < got.size(); ++i)
+    ASSERT_NEAR(got[i], want[i], tol * std::max(1.0, std::abs(double(want[i])))) << what << " at " << i;
+}
+
+}  // namespace kiln::testing
