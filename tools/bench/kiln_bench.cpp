@@ -75,6 +75,22 @@ double process_cpu_seconds() {
   return double(u.ru_utime.tv_sec + u.ru_stime.tv_sec) + 1e-6 * double(u.ru_utime.tv_usec + u.ru_stime.tv_usec);
 }
 
+// Median wall seconds of `reps` runs after one warm-up, and the process's CPU milliseconds per run
+// over the same timed runs.
+struct Timing {
+  double seconds;
+  double cpu_ms;
+};
+Timing time_with_cpu(int reps, const std::function<void()>& body) {
+  double cpu0 = 0;
+  int calls = 0;
+  double s = time_median(reps, [&] {
+    if (++calls == 2) cpu0 = process_cpu_seconds();  // from the end of the warm-up run
+    body();
+  });
+  return {s, (process_cpu_seconds() - cpu0) / reps * 1e3};
+}
+
 void print_header() {
   std::printf("kiln-bench: %u host threads\n", std::thread::hardware_concurrency());
 #ifdef KILN_HAVE_VULKAN
@@ -101,16 +117,13 @@ void bench_matmul(const Args& args) {
     }
     for (int64_t n : args.sizes) {
       Tensor a = randn({n, n}, device), b = randn({n, n}, device);
-      double cpu0 = 0;
-      int calls = 0;
-      double s = time_median(args.reps, [&] {
-        if (++calls == 2) cpu0 = process_cpu_seconds();  // from the end of the warm-up run
+      const Timing t = time_with_cpu(args.reps, [&] {
         Tensor c = matmul(a, b);
         wait_for(device);
       });
-      double cpu_ms = (process_cpu_seconds() - cpu0) / args.reps * 1e3;
-      double gflops = 2.0 * double(n) * double(n) * double(n) / s / 1e9;
-      std::printf("%-8lld %-10s %12.3f %12.2f %12.1f\n", (long long)n, name.c_str(), s * 1e3, gflops, cpu_ms);
+      double gflops = 2.0 * double(n) * double(n) * double(n) / t.seconds / 1e9;
+      std::printf("%-8lld %-10s %12.3f %12.2f %12.1f\n", (long long)n, name.c_str(), t.seconds * 1e3, gflops,
+                  t.cpu_ms);
     }
   }
 }
@@ -145,18 +158,14 @@ void bench_tiles(const Args& args) {
       KernelRunner runner(backend, kernel::Dialect::Glsl,
                           {.templates = vulkan::glsl_template_planner(
                                {.matmul_min_flops = 0, .force_tile = true, .tile = t})});
-      double cpu0 = 0;
-      int calls = 0;
-      double s = time_median(args.reps, [&] {
-        if (++calls == 2) cpu0 = process_cpu_seconds();  // from the end of the warm-up run
+      const Timing time = time_with_cpu(args.reps, [&] {
         runner.run(run);
         runner.sync();
       });
-      double cpu_s = (process_cpu_seconds() - cpu0) / args.reps;
       std::printf("N=%-6lld bm=%-3d bn=%-3d tm=%-2d tn=%-2d shared=%d texel=%d vec4=%d  %9.3f ms %9.2f GFLOP/s "
                   "%9.1f CPU-ms\n",
-                  (long long)n, t.bm, t.bn, t.tm, t.tn, int(t.shared), int(t.texel), int(t.vec4), s * 1e3,
-                  2.0 * double(n * n) * double(n) / s / 1e9, cpu_s * 1e3);
+                  (long long)n, t.bm, t.bn, t.tm, t.tn, int(t.shared), int(t.texel), int(t.vec4), time.seconds * 1e3,
+                  2.0 * double(n * n) * double(n) / time.seconds / 1e9, time.cpu_ms);
     }
   }
 }
@@ -289,17 +298,13 @@ void bench_elementwise(const Args& args) {
       BufferView views[3] = {{x.get(), DType::F32, {n}}, {y.get(), DType::F32, {n}}, {z.get(), DType::F32, {n}}};
       OpRun run{OpKind::Add, attrs, std::span(views, 2), std::span(views + 2, 1)};
       KernelRunner runner(backend, kernel::Dialect::Glsl);
-      double cpu0 = 0;
-      int calls = 0;
-      double ks = time_median(args.reps, [&] {
-        if (++calls == 2) cpu0 = process_cpu_seconds();  // from the end of the warm-up run
+      const Timing t = time_with_cpu(args.reps, [&] {
         runner.run(run);
         runner.sync();
       });
-      double cpu_ms = (process_cpu_seconds() - cpu0) / args.reps * 1e3;
-      double kgbs = 3.0 * double(n) * 4 / ks / 1e9;
+      double kgbs = 3.0 * double(n) * 4 / t.seconds / 1e9;
       std::printf("%-24s %10.2f GB/s  (%.2f x triad)  %.1f ms, %.1f CPU-ms per run\n",
-                  "add kernel, output reused", kgbs, kgbs / triad, ks * 1e3, cpu_ms);
+                  "add kernel, output reused", kgbs, kgbs / triad, t.seconds * 1e3, t.cpu_ms);
     }
 #endif
   }
