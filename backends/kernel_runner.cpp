@@ -139,8 +139,7 @@ const KernelRunner::Planned& KernelRunner::plan(const OpRun& run) {
       if (elements == 0) continue;
       kernel::EmittedKernel emitted = kernel::emit(s.kernel.kernel, emit_options);
       Planned::Step step;
-      step.program = &program_for(s.kernel.kernel.name, emitted.source,
-                                  dialect_ == kernel::Dialect::Glsl ? "glsl" : "cuda");
+      step.program = &program_for(s.kernel.kernel.name, emitted.source, kernel::language_of(dialect_));
       step.args = s.args;
       std::vector<int32_t> params = s.kernel.param_values();
       step.push_constants.resize(params.size() * sizeof(int32_t));

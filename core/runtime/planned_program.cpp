@@ -225,7 +225,7 @@ const Program& PlannedProgram::program_for(const kernel::LoweredKernel& k, std::
   if (line_origins_out) *line_origins_out = emitted.line_origins;
   auto it = programs_.find(emitted.source);
   if (it != programs_.end()) return *it->second;
-  ProgramSource source{k.kernel.name, options.dialect == kernel::Dialect::Glsl ? "glsl" : "cuda", emitted.source};
+  ProgramSource source{k.kernel.name, kernel::language_of(options.dialect), emitted.source};
   auto program = backend_.compile(source);
   const Program& ref = *program;
   program_info_[&ref] = {k.kernel.name, source.language, emitted.source, emitted.workgroup_size, false,

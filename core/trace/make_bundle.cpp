@@ -67,7 +67,7 @@ KernelSource make_source(const kernel::EmittedKernel& emitted, kernel::Dialect d
                          std::array<uint32_t, 3> groups) {
   KernelSource s;
   s.entry = emitted.entry;
-  s.dialect = dialect == kernel::Dialect::Cuda ? "cuda" : "glsl";
+  s.dialect = kernel::language_of(dialect);
   s.text = emitted.source;
   s.line_origins = emitted.line_origins;
   s.groups = groups;
