@@ -16,6 +16,7 @@
 #include "core/ir/attr.h"
 #include "core/ir/op.h"
 #include "core/ir/shape.h"
+#include "core/kernel/dialect.h"
 
 namespace kiln {
 
@@ -140,7 +141,12 @@ class Backend {
   // when the generic lowering should run. Compiled programs ask this too.
   virtual std::optional<TemplateLaunch> plan_template(const OpRun&) { return std::nullopt; }
 
-  // Optional: code generation backends.
+  // Optional: code generation backends. codegen() says what kernel IR is printed as for compile();
+  // nullopt means compiled graphs run node by node through execute() (the reference interpreter).
+  virtual std::optional<kernel::CodegenTarget> codegen() const { return std::nullopt; }
+  // Ops that may run as a tuned template (plan_template) when they are alone in a kernel: fusion
+  // leaves them alone where the template serves their shapes.
+  virtual bool has_template(OpKind) const { return false; }
   virtual std::unique_ptr<Program> compile(const ProgramSource& source);
   virtual std::unique_ptr<Stream> create_stream();
   // Optional: what `source` compiles to, as text (SPIR-V assembly on Vulkan), for debug bundles;

@@ -11,6 +11,19 @@
 
 namespace kiln::templates {
 
+// The ops the Vulkan and CUDA backends have tuned templates for: matmul/linear/gemm, conv, and the
+// row ops (softmax, log_softmax, layer_norm, reductions over the innermost axes).
+inline bool has_row_or_linalg_template(OpKind kind) {
+  switch (kind) {
+    case OpKind::MatMul: case OpKind::Linear: case OpKind::Gemm: case OpKind::Conv:
+    case OpKind::Softmax: case OpKind::LogSoftmax: case OpKind::LayerNorm: case OpKind::Sum:
+    case OpKind::Mean: case OpKind::ReduceMax: case OpKind::ReduceMin: case OpKind::Prod:
+      return true;
+    default:
+      return false;
+  }
+}
+
 inline int64_t numel(const std::vector<int64_t>& dims) {
   int64_t n = 1;
   for (int64_t d : dims) n *= d;

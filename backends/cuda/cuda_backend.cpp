@@ -9,6 +9,7 @@
 #include "backends/cuda/cuda_templates.h"
 #include "backends/cuda/nvrtc.h"
 #include "backends/kernel_runner.h"
+#include "backends/template_util.h"
 #include "core/support/error.h"
 
 namespace kiln {
@@ -251,6 +252,10 @@ class CudaBackend : public Backend {
   void synchronize() override { runner_.sync(); }
   std::optional<TemplateLaunch> plan_template(const OpRun& run) override {
     return plan_cuda_template(run, caps_, sm_);
+  }
+  bool has_template(OpKind kind) const override { return templates::has_row_or_linalg_template(kind); }
+  std::optional<kernel::CodegenTarget> codegen() const override {
+    return kernel::CodegenTarget{kernel::Dialect::Cuda};
   }
 
   std::unique_ptr<Program> compile(const ProgramSource& source) override {

@@ -48,6 +48,8 @@ class NullBackend : public Backend {
   void upload(Buffer&, const void*, size_t, size_t) override {}
   void download(const Buffer&, void* dst, size_t bytes, size_t) override { std::memset(dst, 0, bytes); }
   void execute(const OpRun&) override {}
+  // Compiled graphs are planned as for a GPU (GLSL), so planner and schedule tests run anywhere.
+  std::optional<kernel::CodegenTarget> codegen() const override { return kernel::CodegenTarget{}; }
   std::unique_ptr<Program> compile(const ProgramSource&) override {
     return std::make_unique<NullProgram>();
   }

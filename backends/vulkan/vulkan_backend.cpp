@@ -8,6 +8,7 @@
 #include <optional>
 
 #include "backends/kernel_runner.h"
+#include "backends/template_util.h"
 #include "backends/vulkan/vulkan_compiler.h"
 #include "backends/vulkan/vulkan_device.h"
 #include "backends/vulkan/vulkan_memory.h"
@@ -112,6 +113,12 @@ class VulkanBackendImpl : public VulkanBackend {
   void execute(const OpRun& run) override { runner_.run(run); }
   std::optional<TemplateLaunch> plan_template(const OpRun& run) override {
     return runner_.plan_template(run);
+  }
+  bool has_template(OpKind kind) const override { return templates::has_row_or_linalg_template(kind); }
+  // Software devices (lavapipe) read through texel buffers and compute 4 elements per invocation.
+  std::optional<kernel::CodegenTarget> codegen() const override {
+    bool software = caps().is_cpu;
+    return kernel::CodegenTarget{kernel::Dialect::Glsl, software, software};
   }
 
   std::unique_ptr<Program> compile(const ProgramSource& source) override {

@@ -16,9 +16,10 @@
 #include "core/frontend/tracer.h"
 #include "core/ir/text.h"
 #include "core/passes/pass.h"
+#include "core/runtime/compile_graph.h"
 #include "core/runtime/disk_cache.h"
-#include "core/support/log.h"
 #include "core/runtime/planned_program.h"
+#include "core/support/log.h"
 #include "core/trace/bundle.h"
 #include "core/trace/program_bundle.h"
 
@@ -417,27 +418,22 @@ std::vector<Tensor> Engine::State::compile_and_run(std::span<const ArgView> args
     return run_lazy(*entries.back(), eager);
   }
 
-  const size_t num_inputs = traced->graph.inputs().size();
   entry->guards = make_guards(args, modules, *traced, *device);
   const std::string debug_dir = !options.debug_dir.empty()            ? options.debug_dir
                                 : std::getenv("KILN_DEBUG") != nullptr ? std::getenv("KILN_DEBUG")
                                                                        : "";
-  PipelineOptions pipeline_options;
-  pipeline_options.keep_ir = !debug_dir.empty();
-  std::vector<PassRecord> pass_records =
-      run_pipeline(traced->graph, standard_pipeline(), pipeline_options);
-  if (traced->graph.inputs().size() != num_inputs)
-    throw Error("kiln::compile: internal error: the pass pipeline changed the graph's inputs (" +
-                std::to_string(num_inputs) + " -> " +
-                std::to_string(traced->graph.inputs().size()) + ")");
-  ProgramOptions program_options;
-  program_options.reduce_overhead = options.mode == Mode::ReduceOverhead;
+  CompileGraphOptions graph_options;
+  graph_options.pipeline.keep_ir = !debug_dir.empty();
+  graph_options.program.reduce_overhead = options.mode == Mode::ReduceOverhead;
+  std::vector<PassRecord> pass_records;
   const int compile_index = int(stats.compiles);
   auto write_bundle = [&](const DeviceProgram* program, const std::vector<LaunchTiming>& timings) {
     write_debug_bundle(debug_dir, name, compile_index, *device, *traced, pass_records, stats, program, timings);
   };
   try {
-    entry->program = build_program(traced->graph, *device, program_options);
+    CompiledGraph compiled = compile_graph(traced->graph, *device, graph_options);
+    pass_records = std::move(compiled.passes);
+    entry->program = std::move(compiled.program);
   } catch (const Error&) {
     if (!debug_dir.empty()) write_bundle(nullptr, {});  // the graph that failed to build, per node
     throw;

@@ -3,6 +3,7 @@
 
 #include "core/ir/text.h"
 #include "core/passes/pass.h"
+#include "core/runtime/compile_graph.h"
 #include "core/support/log.h"
 
 namespace kiln {
@@ -78,8 +79,9 @@ void LazySegments::flush() {
   std::unique_ptr<DeviceProgram>& program = programs_[key];
   if (!program) {
     Graph compiled = graph.clone();
-    run_pipeline(compiled, standard_pipeline());
-    program = build_program(compiled, device_, options_);
+    CompileGraphOptions graph_options;
+    graph_options.program = options_;
+    program = compile_graph(compiled, device_, graph_options).program;
     ++stats_.segments_compiled;
     log::debug("lazy mode: compiled a segment of " + std::to_string(graph.num_nodes()) +
                " ops into " + std::to_string(program->stats().kernels) + " kernels");

@@ -8,13 +8,10 @@
 #include <string>
 #include <vector>
 
+#include "core/kernel/dialect.h"
 #include "core/kernel/kernel.h"
 
 namespace kiln::kernel {
-
-enum class Dialect { Glsl, Cuda };
-// The ProgramSource language a dialect's text is written in: "glsl" or "cuda".
-inline const char* language_of(Dialect d) { return d == Dialect::Cuda ? "cuda" : "glsl"; }
 
 // Where a graph node was recorded in the user's code; line 0 when unknown.
 struct SourceLine {

@@ -4,6 +4,7 @@
 
 #include "core/frontend/factories.h"
 #include "core/onnx/onnx_import.h"
+#include "core/runtime/compile_graph.h"
 #include "core/runtime/interpreter.h"
 
 namespace kiln::onnx {
@@ -61,11 +62,10 @@ std::vector<Tensor> run_model(const ImportedModel& model, const std::vector<Tens
 CompiledModel::CompiledModel(const ImportedModel& model, Device device, const ProgramOptions& options,
                              const PipelineOptions& pipeline)
     : device_(device), num_inputs_(model.inputs.size()), graph_(model.graph.clone()) {
-  passes_ = run_pipeline(graph_, standard_pipeline(), pipeline);
-  if (graph_.inputs().size() != model.inputs.size() + model.captured.size())
-    throw Error("onnx: internal error: the pass pipeline changed the model's inputs");
   for (const Tensor& t : model.captured) weights_.push_back(t.to(device));
-  program_ = build_program(graph_, device, options);
+  CompiledGraph compiled = compile_graph(graph_, device, {pipeline, options});
+  passes_ = std::move(compiled.passes);
+  program_ = std::move(compiled.program);
 }
 
 std::vector<Tensor> CompiledModel::bind(const std::vector<Tensor>& inputs) const {

@@ -23,8 +23,8 @@ std::vector<Pass> standard_pipeline() {
       cse_pass(),             // merge duplicates into their first occurrence
       raise_patterns_pass(),  // decomposed layer norms and softmaxes become one op each
       dce_pass(),             // delete what simplify, cse and raise-patterns left unread
-      // Fusion (core/passes/fusion.h) and memory planning run on the result when a program is
-      // compiled for a device.
+      // compile_graph (core/runtime/compile_graph.cpp) goes on from here for a device: fusion,
+      // lowering, emission, backend compile and memory planning.
   };
 }
 

@@ -196,7 +196,7 @@ std::string KernelAccuracyReport::str() const {
 KernelAccuracyReport check_kernel_accuracy(const Graph& graph, const std::vector<Tensor>& inputs,
                                            Device device, double rtol, double atol,
                                            const KernelAccuracyTap& tap) {
-  if (device.kind() != BackendKind::Vulkan && device.kind() != BackendKind::Cuda)
+  if (!device.backend().codegen())
     throw Error("check_kernel_accuracy: " + device.name() +
                 " runs graphs node by node (the interpreter), not compiled kernels; use check_accuracy "
                 "for its per-node rows");

@@ -38,7 +38,7 @@ const PlannedNode* producer(const PlannedKernel& k, int id) {
 std::vector<PlannedLaunch> PlannedProgram::launches() const {
   std::vector<PlannedLaunch> out;
   for (const LaunchPlan& l : launches_) {
-    const ProgramInfo& info = program_info_.at(l.program);
+    const CompiledKernelInfo& info = programs_.info(l.program);
     static const std::vector<std::vector<int>> none;
     const std::vector<std::vector<int>>& lines =
         l.step >= 0 ? schedule_[size_t(l.kernel)].steps[size_t(l.step)].line_origins : none;

@@ -1,8 +1,9 @@
-// PlannedProgram: the DeviceProgram for code-generating backends (Vulkan, CUDA). The graph is fused
-// into kernels (core/passes/fusion.h), each compiled once; intermediates live in arenas placed by the
-// memory plan; run() launches the kernels on one stream with sizes as push constants. With
-// reduce_overhead the launches are recorded once per set of input shapes and replayed, inputs and
-// outputs going through the program's own buffers.
+// PlannedProgram: the executor of a LoweredProgram on a code-generating backend (Vulkan, CUDA).
+// compile_graph's stages hand it the program's plain data, its compiled kernels and the memory plan
+// for the traced sizes. Per set of input shapes it plans memory again, allocates arenas and packs
+// push constants (and records the launches with reduce_overhead); per run it binds buffers and
+// launches, or replays the recording. Its debugging paths (profiled runs, one kernel alone, checked
+// mode) are in planned_checks.cpp.
 #pragma once
 
 #include <array>
@@ -14,28 +15,15 @@
 #include <vector>
 
 #include "backends/backend.h"
-#include "core/kernel/lower.h"
+#include "core/runtime/kernel_programs.h"
+#include "core/runtime/lowered_program.h"
 #include "core/runtime/memory_plan.h"
 #include "core/runtime/program.h"
+#include "core/runtime/program_memory.h"
 
 namespace kiln {
 
-// A graph node a kernel computes, kept so checks can run a kernel's ops again on the cpu reference.
-struct PlannedNode {
-  int id = 0;
-  OpKind kind = OpKind::Constant;
-  AttrMap attrs;
-  Provenance provenance;
-  std::vector<int> inputs, outputs;  // graph value ids
-};
-
-struct PlannedKernel {
-  std::string name;
-  std::vector<int> origins;          // graph node ids its expressions compute (from the kernel IR)
-  std::vector<std::string> sources;  // generated code, one per launch
-  std::vector<PlannedNode> nodes;    // its fusion group, in topological order
-  std::vector<int> reads, writes;    // graph value ids it loads / stores (scratch not included)
-};
+struct ProgramStages;  // compile_graph.h
 
 // One launch for the latest input shapes: the code that ran, for debug bundles and profiles.
 struct PlannedLaunch {
@@ -59,7 +47,10 @@ struct LaunchTiming {
 
 class PlannedProgram : public DeviceProgram {
  public:
+  // Runs fusion, lowering, emission, the backend compile and memory planning on `graph`
+  // (compile_graph's stages after the graph passes).
   PlannedProgram(const Graph& graph, Device device, const ProgramOptions& options = {});
+  PlannedProgram(ProgramStages stages, Device device, const ProgramOptions& options = {});
   ~PlannedProgram() override;
 
   std::vector<Tensor> run(const std::vector<Tensor>& inputs) override;
@@ -89,30 +80,9 @@ class PlannedProgram : public DeviceProgram {
   std::map<int, Tensor> run_kernel(size_t k, const std::map<int, Tensor>& inputs);
 
  private:
-  enum class Storage { Input, Constant, Arena, Output };
-  struct ValueInfo {
-    TensorType type;
-    Storage storage = Storage::Arena;
-    int index = -1;  // graph input / constant / plan value / graph output number
-    std::string name;
-    int graph_id = -1;  // the graph value's id; -1 for kernel scratch
-  };
-  struct Step {
-    kernel::LoweredKernel kernel;
-    const Program* program = nullptr;
-    std::vector<int> args;  // value numbers bound to the kernel's slots
-    // Per line of its code: origin node ids. Kept per step: kernels of equal text share one program.
-    std::vector<std::vector<int>> line_origins;
-  };
-  struct KernelSteps {
-    std::vector<Step> steps;
-    // A group that is one template_candidate node (matmul, conv, softmax, ...): the backend may run a
-    // tuned template for it. Kept by value: the graph may be gone when a new input shape plans it again.
-    std::optional<std::pair<OpKind, AttrMap>> template_op;
-    std::vector<int> node_inputs, node_outputs;  // its operands' value numbers, in op order
-    std::vector<int> reads, writes;  // value numbers
-    int in_place_output = -1, in_place_input = -1;
-  };
+  using Storage = ValueStorage;
+  using ValueInfo = ProgramValue;
+  using KernelSteps = ProgramKernel;
   struct LaunchPlan {  // one launch for the current shapes
     const Program* program;
     std::vector<int> args;
@@ -126,12 +96,12 @@ class PlannedProgram : public DeviceProgram {
     size_t offset;
   };
 
-  const Program& program_for(const kernel::LoweredKernel& k, std::string* source = nullptr,
-                             std::vector<std::vector<int>>* line_origins = nullptr);
+  const Program& program_for(const ProgramStep& step);
   std::optional<LaunchPlan> template_launch(const KernelSteps& ks,
                                             const std::map<std::string, int64_t>& bindings);
   std::map<std::string, int64_t> bind(const std::vector<Tensor>& inputs) const;
   void plan_for(const std::map<std::string, int64_t>& bindings);
+  void use_plan(ProgramMemory memory);
   void prepare(const std::map<std::string, int64_t>& bindings);
   LaunchPlan copy_launch(DType dtype, int64_t elements);
   size_t bytes_of(int value) const;
@@ -146,6 +116,7 @@ class PlannedProgram : public DeviceProgram {
 
   Device device_;
   Backend& backend_;
+  kernel::CodegenTarget target_;
   ProgramOptions options_;
   ProgramStats stats_;
   std::vector<TensorType> input_types_;
@@ -155,17 +126,10 @@ class PlannedProgram : public DeviceProgram {
   std::vector<PlannedKernel> kernels_;
   std::vector<int> constant_nodes_;
   std::vector<std::unique_ptr<Buffer>> constants_;
-  std::map<std::string, std::unique_ptr<Program>> programs_;  // by source text
-  struct ProgramInfo {
-    std::string name, language, source;
-    int workgroup_size = 0;
-    bool is_template = false;
-    int elements_per_invocation = 1;
-  };
+  KernelPrograms programs_;
+  std::vector<std::vector<const Program*>> step_programs_;  // per kernel, per step
   // Workgroups a generated program needs for `elements` iterations.
   std::array<uint32_t, 3> groups_for(const Program* program, int64_t elements) const;
-  std::map<const Program*, ProgramInfo> program_info_;  // what launches() reports
-  std::map<int, std::pair<std::string, int>> source_lines_;  // node id -> file, line (CUDA #line)
   bool profiling_ = false;  // run(): launch directly even with reduce_overhead
 
   // For the current input shapes.
@@ -173,6 +137,7 @@ class PlannedProgram : public DeviceProgram {
   std::map<std::string, int64_t> bindings_;
   std::vector<PlanValue> plan_values_;
   std::vector<int> plan_value_ids_;
+  std::vector<int> plan_index_;  // per value number: its planned value, -1 if unplanned
   MemoryPlan plan_;
   std::vector<std::unique_ptr<Buffer>> arenas_;
   std::vector<LaunchPlan> launches_;

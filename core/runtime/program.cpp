@@ -1,9 +1,7 @@
-// build_program: the planned program (fused kernels, memory plan, optional recording) on backends
-// that generate code, the node-by-node interpreter on the cpu reference and the null backend.
+// The interpreter's program: the graph run node by node on backends that generate no code.
 #include "core/runtime/program.h"
 
 #include "core/runtime/interpreter.h"
-#include "core/runtime/planned_program.h"
 
 namespace kiln {
 
@@ -24,9 +22,7 @@ class InterpretedProgram : public DeviceProgram {
 
 }  // namespace
 
-std::unique_ptr<DeviceProgram> build_program(const Graph& graph, Device device, const ProgramOptions& options) {
-  if (device.kind() == BackendKind::Vulkan || device.kind() == BackendKind::Cuda)
-    return std::make_unique<PlannedProgram>(graph, device, options);
+std::unique_ptr<DeviceProgram> make_interpreted_program(const Graph& graph) {
   return std::make_unique<InterpretedProgram>(graph);
 }
 

@@ -1,6 +1,6 @@
 // DeviceProgram: a graph made ready to run on one device: its kernels (fused where the device
 // generates code), a memory plan for intermediates, and run() which replays them. compile() builds
-// one per guard set; build_program picks the implementation for the device.
+// one per guard set; compile_graph (compile_graph.h) builds it.
 #pragma once
 
 #include <map>
@@ -34,9 +34,12 @@ class DeviceProgram {
   virtual const ProgramStats& stats() const = 0;
 };
 
-// The program for `device`: fused kernels and a planned arena on code-generating backends; the
-// node-by-node interpreter elsewhere.
+// The program for `device` from an already optimized graph: compile_graph's stages after the graph
+// passes (fused kernels and a planned arena on code-generating backends; the node-by-node
+// interpreter elsewhere). Defined in compile_graph.cpp.
 std::unique_ptr<DeviceProgram> build_program(const Graph& graph, Device device,
                                              const ProgramOptions& options = {});
+// The graph run node by node through the device's execute().
+std::unique_ptr<DeviceProgram> make_interpreted_program(const Graph& graph);
 
 }  // namespace kiln

@@ -1,6 +1,9 @@
 // Pass tests. Every case of every tests/passes/*.kir file is parsed, run through the passes its
 // `// RUN:` line names (by run_pipeline, so the graph is verified after each) and the printed result
-// is matched against its CHECK lines, FileCheck style. The C++ tests below cover the runner (dumps,
+// is matched against its CHECK lines, FileCheck style. `// RUN: passes | stage` goes on through
+// compile_graph's later stages and checks the text of the last: `fusion` (the kernel schedule),
+// `lower` (kernel IR) or `emit` (GLSL), on a device with no templates, or `fusion+templates` and
+// `lower+templates` on one whose matmul, linear and softmax have tuned templates. The C++ tests below cover the runner (dumps,
 // errors naming the pass) and prove the standard pipeline leaves a traced model's results unchanged.
 #include <gtest/gtest.h>
 
@@ -14,7 +17,9 @@
 #include "core/frontend/tracer.h"
 #include "core/ir/text.h"
 #include "core/passes/passes.h"
+#include "core/runtime/compile_graph.h"
 #include "core/runtime/interpreter.h"
+#include "core/runtime/schedule.h"
 
 namespace kiln {
 namespace {
@@ -172,6 +177,54 @@ std::string file_check(const Case& c, const std::string& output) {
   return absent(pos, output.size());
 }
 
+// A device that compiles GLSL and runs nothing, with templates for matmul, linear and softmax:
+// what fusion sees on a backend with tuned kernels.
+class TemplateBackend : public Backend {
+ public:
+  explicit TemplateBackend(bool templates) : templates_(templates) {}
+  BackendKind kind() const override { return BackendKind::Null; }
+  std::string name() const override { return templates_ ? "test (templates)" : "test"; }
+  DeviceCaps caps() const override { return {}; }
+  bool supports(OpKind, DType) const override { return true; }
+  std::unique_ptr<Buffer> alloc(size_t bytes) override { return std::make_unique<Buffer>(bytes); }
+  void upload(Buffer&, const void*, size_t, size_t) override {}
+  void download(const Buffer&, void*, size_t, size_t) override {}
+  void execute(const OpRun&) override {}
+  std::optional<kernel::CodegenTarget> codegen() const override { return kernel::CodegenTarget{}; }
+  bool has_template(OpKind kind) const override {
+    return templates_ && (kind == OpKind::MatMul || kind == OpKind::Linear || kind == OpKind::Softmax);
+  }
+  std::optional<TemplateLaunch> plan_template(const OpRun& run) override {
+    if (!has_template(run.kind)) return std::nullopt;
+    return TemplateLaunch{std::string(op_name(run.kind)) + "_template", "", "glsl", {}, {}, {1, 1, 1}};
+  }
+
+ private:
+  bool templates_;
+};
+
+// The text of `stage` ("fusion", "lower", "emit", optionally "+templates") for an optimized graph.
+std::string stage_text(const Graph& graph, std::string stage) {
+  const std::string suffix = "+templates";
+  bool templates = stage.size() > suffix.size() && stage.ends_with(suffix);
+  if (templates) stage.resize(stage.size() - suffix.size());
+  TemplateBackend backend(templates);
+  KernelSchedule schedule = schedule_kernels(graph, backend);
+  if (stage == "fusion") return print_schedule(schedule);
+  LoweredProgram program = lower_schedule(graph, schedule);
+  if (stage == "lower") return print_lowered_program(program);
+  emit_program(program, *backend.codegen());
+  if (stage == "emit") return print_sources(program);
+  throw Error("unknown stage '" + stage + "' in a RUN line; stages: fusion, lower, emit");
+}
+
+// "cse,dce | fusion" -> {"cse,dce", "fusion"}.
+std::pair<std::string, std::string> split_run(const std::string& run) {
+  size_t bar = run.find('|');
+  if (bar == std::string::npos) return {run, ""};
+  return {trim(run.substr(0, bar)), trim(run.substr(bar + 1))};
+}
+
 // Runs one case; returns a failure message or "".
 std::string run_case(const Case& c) {
   std::string expected_error;
@@ -180,8 +233,9 @@ std::string run_case(const Case& c) {
   std::string output;
   try {
     Graph graph = parse_graph(c.text);
-    run_pipeline(graph, parse_pass_list(c.passes));
-    output = print_graph(graph);
+    auto [passes, stage] = split_run(c.passes);
+    run_pipeline(graph, parse_pass_list(passes));
+    output = stage.empty() ? print_graph(graph) : stage_text(graph, stage);
   } catch (const Error& e) {
     if (!expected_error.empty() && std::string(e.what()).find(expected_error) != std::string::npos)
       return "";
@@ -219,7 +273,7 @@ TEST(PassFiles, EveryKirCaseMatchesItsChecks) {
 TEST(PassFiles, EveryRegisteredPassHasCasesOfItsOwn) {
   std::map<std::string, int> runs;
   for (const Case& c : all_cases())
-    for (const Pass& p : parse_pass_list(c.passes)) ++runs[p.name];
+    for (const Pass& p : parse_pass_list(split_run(c.passes).first)) ++runs[p.name];
   for (const Pass& p : registered_passes()) EXPECT_GE(runs[p.name], 3) << p.name;
 }
 
@@ -290,6 +344,35 @@ TEST(PassPipeline, DumpDirGetsTheInputAndOneParsableFilePerPass) {
     EXPECT_EQ(print_graph(parse_graph(text)), records[i].ir_after) << want[i + 1];
   }
   EXPECT_EQ(records.back().ir_after, print_graph(graph));
+  fs::remove_all(dir.parent_path());
+}
+
+// compile_graph dumps every stage after the graph passes, numbered on from them, and each file is
+// the stage's text for the optimized graph (schedule, kernel IR, source, memory plan).
+TEST(CompileGraph, DumpDirGetsEveryStageAfterTheGraphPasses) {
+  fs::path dir = fresh_dir("stages");
+  Graph graph = parse_graph(kSmallGraph);
+  CompileGraphOptions options;
+  options.pipeline.dump_dir = dir.string();
+  CompiledGraph compiled = compile_graph(graph, Device(BackendKind::Null, 0), options);
+  const size_t n = compiled.passes.size();
+  ASSERT_EQ(n, standard_pipeline().size());
+  auto numbered = [](size_t i, const std::string& rest) {
+    char prefix[8];
+    std::snprintf(prefix, sizeof prefix, "%02zu-", i);
+    return prefix + rest;
+  };
+  std::string fusion = read_text(dir / numbered(n + 1, "fusion.txt"));
+  std::string lower = read_text(dir / numbered(n + 2, "lower.txt"));
+  std::string emit = read_text(dir / numbered(n + 3, "emit.glsl"));
+  std::string memory = read_text(dir / numbered(n + 4, "memory-plan.txt"));
+  // After the passes: the two relus are one (cse), mul by 1 is gone (simplify): relu and add fuse.
+  EXPECT_NE(fusion.find("kernel 0 pointwise [%3 relu, %5 add] reads %0 writes %5"), std::string::npos) << fusion;
+  EXPECT_EQ(fusion.find("kernel 1"), std::string::npos) << fusion;
+  EXPECT_NE(lower.find("kernel fused_relu_add_f32_r1 pointwise(rank 1, params [4])"), std::string::npos) << lower;
+  EXPECT_NE(emit.find("#version 450"), std::string::npos) << emit;
+  EXPECT_NE(memory.find("(0 arenas"), std::string::npos) << memory;  // nothing intermediate left
+  EXPECT_EQ(compiled.program->stats().kernels, 1);
   fs::remove_all(dir.parent_path());
 }
 

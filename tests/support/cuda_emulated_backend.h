@@ -10,6 +10,7 @@
 #include <optional>
 
 #include "backends/backend.h"
+#include "backends/template_util.h"
 #include "backends/kernel_runner.h"
 #include "support/cuda_host_emulator.h"
 
@@ -42,6 +43,10 @@ class CudaEmulatedBackend : public Backend {
     std::optional<TemplateLaunch> t = runner_.plan_template(run);
     if (t) ++templates_planned_;
     return t;
+  }
+  bool has_template(OpKind kind) const override { return templates::has_row_or_linalg_template(kind); }
+  std::optional<kernel::CodegenTarget> codegen() const override {
+    return kernel::CodegenTarget{kernel::Dialect::Cuda};
   }
   // Templates handed out through plan_template (compiled programs ask there; eager ops count in
   // runner().stats().template_launches).

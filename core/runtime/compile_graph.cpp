@@ -1,0 +1,94 @@
+// compile_graph, as one list of stages; each logs at debug level and dumps its output.
+#include "core/runtime/compile_graph.h"
+
+#include <cstdlib>
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+
+#include "core/runtime/planned_program.h"
+#include "core/runtime/schedule.h"
+#include "core/support/error.h"
+#include "core/support/log.h"
+
+namespace kiln {
+
+void StageDump::write(const std::string& stage, const std::string& extension, const std::string& text) {
+  if (dir_.empty()) return;
+  char prefix[16];
+  std::snprintf(prefix, sizeof prefix, "%02d-", next_++);
+  std::filesystem::path file = std::filesystem::path(dir_) / (prefix + stage + "." + extension);
+  std::ofstream out(file, std::ios::binary | std::ios::trunc);
+  out << "// kiln " << stage << "\n" << text;
+  if (!out) throw Error("compile_graph: cannot write the " + stage + " dump " + file.string());
+}
+
+ProgramStages run_program_stages(const Graph& graph, Backend& backend, const ProgramOptions& options,
+                                 StageDump dump) {
+  std::optional<kernel::CodegenTarget> target = backend.codegen();
+  if (!target)
+    throw Error("compile_graph: backend '" + backend.name() + "' generates no code; its graphs run on the interpreter");
+
+  KernelSchedule schedule = schedule_kernels(graph, backend, options.fuse);  // fusion
+  dump.write("fusion", "txt", print_schedule(schedule));
+
+  LoweredProgram program = lower_schedule(graph, schedule);  // kernel IR per kernel
+  dump.write("lower", "txt", print_lowered_program(program));
+
+  emit_program(program, *target);  // source in the backend's dialect
+  dump.write("emit", program.language, print_sources(program));
+
+  KernelPrograms compiled = compile_kernels(program, backend);  // backend compile
+
+  ProgramMemory memory;  // memory planning, at the traced sizes (again per input shapes at run time)
+  try {
+    memory = plan_program_memory(program.values, program.kernels, traced_bindings(program.input_types),
+                                 backend.caps().max_buffer_bytes);
+    dump.write("memory-plan", "txt", print_program_memory(memory));
+  } catch (const Error& e) {
+    log::debug("compile_graph: no memory plan for the traced shapes yet: " + std::string(e.what()));
+  }
+  log::debug("compile_graph: " + std::to_string(program.kernels.size()) + " kernels for " + backend.name() +
+             (memory.values.empty() ? "" : ", " + memory.plan.str()));
+  return {*target, std::move(program), std::move(compiled), std::move(memory)};
+}
+
+namespace {
+
+std::string dump_directory(const PipelineOptions& options) {
+  if (!options.dump_dir.empty()) return options.dump_dir;
+  const char* env = std::getenv("KILN_DUMP_IR");
+  return env ? env : "";
+}
+
+}  // namespace
+
+CompiledGraph compile_graph(Graph& graph, Device device, const CompileGraphOptions& options) {
+  CompiledGraph out;
+  PipelineOptions pipeline = options.pipeline;
+  pipeline.dump_dir = dump_directory(options.pipeline);
+  const size_t num_inputs = graph.inputs().size();
+
+  out.passes = run_pipeline(graph, standard_pipeline(), pipeline);  // graph passes, 00..NN
+  if (graph.inputs().size() != num_inputs)
+    throw Error("compile_graph: internal error: the pass pipeline changed the graph's inputs (" +
+                std::to_string(num_inputs) + " -> " + std::to_string(graph.inputs().size()) + ")");
+
+  Backend& backend = device.backend();
+  if (!backend.codegen()) {
+    out.program = make_interpreted_program(graph);
+    return out;
+  }
+  StageDump dump(pipeline.dump_dir, int(out.passes.size()) + 1);
+  out.program = std::make_unique<PlannedProgram>(run_program_stages(graph, backend, options.program, dump),
+                                                 device, options.program);
+  return out;
+}
+
+std::unique_ptr<DeviceProgram> build_program(const Graph& graph, Device device, const ProgramOptions& options) {
+  Backend& backend = device.backend();
+  if (!backend.codegen()) return make_interpreted_program(graph);
+  return std::make_unique<PlannedProgram>(run_program_stages(graph, backend, options), device, options);
+}
+
+}  // namespace kiln

@@ -1,0 +1,37 @@
+// The backend-compile stage: each distinct kernel source compiled once by the backend, with what
+// launches and bundles need to know of it. Kernels of equal text share one program.
+#pragma once
+
+#include <map>
+#include <memory>
+#include <string>
+
+#include "backends/backend.h"
+#include "core/runtime/lowered_program.h"
+
+namespace kiln {
+
+struct CompiledKernelInfo {
+  std::string name, language, source;
+  int workgroup_size = 0;  // 0: set by a template's own source
+  bool is_template = false;
+  int elements_per_invocation = 1;
+};
+
+class KernelPrograms {
+ public:
+  explicit KernelPrograms(Backend& backend) : backend_(&backend) {}
+  // The program for `source`, compiled on the first request for that text.
+  const Program& get(const ProgramSource& source, const CompiledKernelInfo& info);
+  const CompiledKernelInfo& info(const Program* program) const { return info_.at(program); }
+
+ private:
+  Backend* backend_;
+  std::map<std::string, std::unique_ptr<Program>> by_source_;
+  std::map<const Program*, CompiledKernelInfo> info_;
+};
+
+// Compiles every step's emitted source (emit_program first).
+KernelPrograms compile_kernels(const LoweredProgram& program, Backend& backend);
+
+}  // namespace kiln

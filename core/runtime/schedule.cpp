@@ -1,0 +1,77 @@
+// schedule_kernels: fusion with the backend's template choices, and the schedule's text form.
+#include "core/runtime/schedule.h"
+
+#include <set>
+
+namespace kiln {
+namespace {
+
+BufferView at_hints(const Value* v) {
+  std::vector<int64_t> dims;
+  for (const SymInt& d : v->type.shape) dims.push_back(d.is_static() ? d.value() : d.hint());
+  return BufferView{nullptr, v->type.dtype, dims};
+}
+
+const char* kind_text(FusionKind kind) {
+  switch (kind) {
+    case FusionKind::Pointwise: return "pointwise";
+    case FusionKind::Reduce: return "reduce";
+    case FusionKind::Epilogue: return "epilogue";
+    case FusionKind::Single: return "single";
+    case FusionKind::Constant: return "constant";
+  }
+  return "?";
+}
+
+}  // namespace
+
+KernelSchedule schedule_kernels(const Graph& graph, Backend& backend, bool fuse) {
+  FusionOptions fusion;
+  fusion.fuse = fuse;
+  fusion.keep_alone = [&backend](const Node& n) {
+    if (!backend.has_template(n.kind)) return false;
+    std::vector<BufferView> ins, outs;
+    for (const Value* v : n.inputs) ins.push_back(at_hints(v));
+    for (const Value* v : n.outputs) outs.push_back(at_hints(v));
+    return backend.plan_template(OpRun{n.kind, n.attrs, ins, outs}).has_value();
+  };
+  KernelSchedule schedule;
+  for (FusionGroup& g : fuse_graph(graph, fusion)) {
+    bool candidate = g.kind != FusionKind::Constant && g.nodes.size() == 1 && backend.has_template(g.nodes[0]->kind);
+    schedule.kernels.push_back({std::move(g), candidate});
+  }
+  return schedule;
+}
+
+std::string print_schedule(const KernelSchedule& schedule) {
+  std::string out;
+  int index = 0;
+  for (const ScheduledKernel& k : schedule.kernels) {
+    const FusionGroup& g = k.group;
+    if (g.kind == FusionKind::Constant) {
+      out += "constant %" + std::to_string(g.nodes[0]->output()->id) + "\n";
+      continue;
+    }
+    std::string line = "kernel " + std::to_string(index++) + " " + kind_text(g.kind);
+    if (k.template_candidate) line += " template?";
+    line += " [";
+    std::set<const Value*> made;
+    for (size_t i = 0; i < g.nodes.size(); ++i) {
+      const Node* n = g.nodes[i];
+      line += (i ? ", %" : "%") + std::to_string(n->outputs.empty() ? -1 : n->outputs[0]->id) + " " +
+              std::string(op_name(n->kind));
+      for (const Value* v : n->outputs) made.insert(v);
+    }
+    line += "] reads";
+    std::set<const Value*> read;
+    for (const Node* n : g.nodes)
+      for (const Value* v : n->inputs)
+        if (!made.count(v) && read.insert(v).second) line += " %" + std::to_string(v->id);
+    line += " writes";
+    for (const Value* v : g.outputs) line += " %" + std::to_string(v->id);
+    out += line + "\n";
+  }
+  return out;
+}
+
+}  // namespace kiln

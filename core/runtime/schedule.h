@@ -1,0 +1,36 @@
+// The kernel schedule: fusion's output for one backend. Which graph nodes run as one kernel, in
+// which order, and which lone ops the backend may serve with a tuned template. It has a text form
+// (KILN_DUMP_IR's NN-fusion.txt) and is what lowering consumes.
+#pragma once
+
+#include <string>
+#include <vector>
+
+#include "backends/backend.h"
+#include "core/ir/graph.h"
+#include "core/passes/fusion.h"
+
+namespace kiln {
+
+struct ScheduledKernel {
+  FusionGroup group;
+  // A group of one op the backend has a template for: at each set of sizes the executor asks the
+  // backend for it (Backend::plan_template), and runs the generic kernel when it declines.
+  bool template_candidate = false;
+};
+
+struct KernelSchedule {
+  std::vector<ScheduledKernel> kernels;  // execution order; constants included (FusionKind::Constant)
+};
+
+// Fusion for `backend`: an op with a template that serves its traced sizes runs alone (no epilogue
+// folded in), since on lavapipe the template beats the generic kernel with the epilogue fused.
+KernelSchedule schedule_kernels(const Graph& graph, Backend& backend, bool fuse = true);
+
+// One line per kernel, in order:
+//   kernel 0 pointwise [%2 add, %3 relu] reads %0 %1 writes %3
+//   kernel 1 single template? [%4 matmul] reads %3 %5 writes %4
+//   constant %1
+std::string print_schedule(const KernelSchedule& schedule);
+
+}  // namespace kiln
