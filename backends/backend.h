@@ -64,6 +64,9 @@ struct OpRun {
   const AttrMap& attrs;
   std::span<const BufferView> inputs;
   std::span<const BufferView> outputs;
+  // Templates time their variants on this problem and keep the fastest (Mode::MaxAutotune of the
+  // compile asking; KILN_AUTOTUNE=1 turns it on for every op).
+  bool max_autotune = false;
 };
 
 struct ProgramSource {

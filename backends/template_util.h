@@ -24,12 +24,6 @@ inline bool has_row_or_linalg_template(OpKind kind) {
   }
 }
 
-inline int64_t numel(const std::vector<int64_t>& dims) {
-  int64_t n = 1;
-  for (int64_t d : dims) n *= d;
-  return n;
-}
-
 inline int64_t pow2_at_least(int64_t v) {
   int64_t r = 1;
   while (r < v) r *= 2;

@@ -72,11 +72,6 @@ class CpuBackend : public Backend {
 
 }  // namespace
 
-int64_t HostTensor::numel() const {
-  int64_t n = 1;
-  for (int64_t d : dims) n *= d;
-  return n;
-}
 
 KernelTable::KernelTable() : kernels_(kOpCount, nullptr) {}
 

@@ -6,18 +6,10 @@
 #include <vector>
 
 #include "core/ir/attr.h"
+#include "core/ir/host_tensor.h"
 #include "core/ir/op.h"
 
 namespace kiln::cpu {
-
-struct HostTensor {
-  DType dtype = DType::F32;
-  std::vector<int64_t> dims;
-  void* data = nullptr;
-
-  int64_t numel() const;
-  template <class T> T* as() const { return static_cast<T*>(data); }
-};
 
 struct KernelContext {
   OpKind kind;

@@ -9,7 +9,7 @@
 #include <optional>
 #include <span>
 
-#include "core/runtime/disk_cache.h"
+#include "core/support/disk_cache.h"
 #include "core/support/error.h"
 
 namespace kiln::cuda {

@@ -32,7 +32,7 @@ class Nvrtc {
   Api* api_;
 };
 
-// PTX for `source` from the disk cache (core/runtime/disk_cache.h, kind "ptx"), else compiled by NVRTC
+// PTX for `source` from the disk cache (core/support/disk_cache.h, kind "ptx"), else compiled by NVRTC
 // and stored. The key is the source text, the architecture, NVRTC's version and the driver's version
 // (0 when unknown), so a new toolkit or driver misses instead of loading stale PTX.
 std::string ptx_cache_key(const std::string& source, const std::string& arch, int nvrtc_version,

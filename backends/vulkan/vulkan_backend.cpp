@@ -16,7 +16,7 @@
 #include "backends/vulkan/vulkan_stream.h"
 #include "backends/vulkan/vulkan_conv_template.h"
 #include "backends/vulkan/vulkan_templates.h"
-#include "core/runtime/disk_cache.h"
+#include "core/support/disk_cache.h"
 #include "core/support/error.h"
 #include "core/support/log.h"
 
@@ -51,7 +51,7 @@ class VulkanBackendImpl : public VulkanBackend {
     if (index < 0 || index >= int(devices.size()))
       throw Error("vulkan: device " + std::to_string(index) + " is not available (" +
                   std::to_string(devices.size()) + " usable)" + (why.empty() ? "" : ": " + why));
-    device_ = std::make_unique<Device>(devices[index]);
+    device_ = std::make_unique<VulkanDevice>(devices[index]);
     allocator_ = std::make_unique<MemoryAllocator>(*device_, options);
     transfer_ = std::make_unique<Transfer>(*device_, *allocator_);
     device_key_ = device_key(device_->physical());
@@ -146,8 +146,8 @@ class VulkanBackendImpl : public VulkanBackend {
   std::unique_ptr<Stream> create_stream() override { return std::make_unique<CommandStream>(*device_); }
 
   MemoryStats memory_stats() const override { return allocator_->stats(); }
-  CompileStats compile_stats() const override {
-    CompileStats stats = compiler_->stats();
+  ShaderCompileStats compile_stats() const override {
+    ShaderCompileStats stats = compiler_->stats();
     stats.pipeline_cache_loaded = pipeline_cache_loaded_;
     AutotuneStats tuned = autotuner_.stats();
     stats.autotune_timed = tuned.timed;
@@ -190,7 +190,7 @@ class VulkanBackendImpl : public VulkanBackend {
 
   int index_;
   Instance instance_;
-  std::unique_ptr<Device> device_;
+  std::unique_ptr<VulkanDevice> device_;
   std::unique_ptr<MemoryAllocator> allocator_;
   std::unique_ptr<Transfer> transfer_;
   std::unique_ptr<ShaderCompiler> compiler_;

@@ -71,7 +71,7 @@ struct MemoryStats {
   bool direct_map = false;        // buffers are host-visible: upload/download are memcpy
 };
 
-struct CompileStats {
+struct ShaderCompileStats {
   size_t compiles = 0;    // GLSL -> SPIR-V runs (shaderc + optimizer + validator)
   size_t cache_hits = 0;  // compile() calls answered from the in-memory cache
   size_t disk_hits = 0;   // compile() calls answered from the disk cache (KILN_CACHE_DIR)
@@ -92,7 +92,7 @@ class VulkanBackend : public Backend {
   virtual std::unique_ptr<VulkanProgram> program_from_spirv(const std::string& name,
                                                            std::span<const uint32_t> words) = 0;
   virtual MemoryStats memory_stats() const = 0;
-  virtual CompileStats compile_stats() const = 0;
+  virtual ShaderCompileStats compile_stats() const = 0;
   virtual std::string driver_info() const = 0;
   // The eager-op runner behind execute(): its counters, and a wait for its queued launches.
   virtual KernelRunnerStats eager_stats() const = 0;

@@ -143,7 +143,7 @@ CompiledShader ShaderCompiler::compile_glsl(const std::string& name, const std::
   return shader;
 }
 
-CompileStats ShaderCompiler::stats() const {
+ShaderCompileStats ShaderCompiler::stats() const {
   std::lock_guard lock(mutex_);
   return stats_;
 }

@@ -11,7 +11,7 @@
 #include <vector>
 
 #include "backends/vulkan/vulkan_backend.h"
-#include "core/runtime/disk_cache.h"
+#include "core/support/disk_cache.h"
 
 namespace kiln::vulkan {
 
@@ -30,7 +30,7 @@ class ShaderCompiler {
   CompiledShader compile_glsl(const std::string& name, const std::string& text);
   // Throws kiln::Error naming `name` with the validator's messages when `words` is invalid.
   void validate(const std::string& name, std::span<const uint32_t> words) const;
-  CompileStats stats() const;
+  ShaderCompileStats stats() const;
 
  private:
   std::string disk_key(const std::string& text) const;
@@ -40,7 +40,7 @@ class ShaderCompiler {
   std::string device_key_;
   mutable std::mutex mutex_;
   std::unordered_map<std::string, CompiledShader> cache_;  // keyed by the source text's hash
-  CompileStats stats_;
+  ShaderCompileStats stats_;
 };
 
 // The kernel interface read from SPIR-V: storage- and texel-buffer bindings at set 0 (readonly /

@@ -335,7 +335,7 @@ DeviceCaps query_caps(VkPhysicalDevice physical) {
   return c;
 }
 
-Device::Device(VkPhysicalDevice physical) : physical_(physical) {
+VulkanDevice::VulkanDevice(VkPhysicalDevice physical) : physical_(physical) {
   vkGetPhysicalDeviceProperties(physical, &properties_);
   vkGetPhysicalDeviceMemoryProperties(physical, &memory_properties_);
   caps_ = query_caps(physical);
@@ -365,14 +365,14 @@ Device::Device(VkPhysicalDevice physical) : physical_(physical) {
   vkGetDeviceQueue(device_, queue_family_, 0, &queue_);
 }
 
-Device::~Device() {
+VulkanDevice::~VulkanDevice() {
   if (device_) {
     vkDeviceWaitIdle(device_);
     vkDestroyDevice(device_, nullptr);
   }
 }
 
-void Device::submit(VkCommandBuffer cmd, VkFence fence) {
+void VulkanDevice::submit(VkCommandBuffer cmd, VkFence fence) {
   VkSubmitInfo info{VK_STRUCTURE_TYPE_SUBMIT_INFO};
   info.commandBufferCount = 1;
   info.pCommandBuffers = &cmd;
@@ -380,7 +380,7 @@ void Device::submit(VkCommandBuffer cmd, VkFence fence) {
   check(vkQueueSubmit(queue_, 1, &info, fence), "vkQueueSubmit");
 }
 
-void Device::wait_idle() {
+void VulkanDevice::wait_idle() {
   std::lock_guard lock(queue_mutex_);
   check(vkQueueWaitIdle(queue_), "vkQueueWaitIdle");
 }

@@ -42,12 +42,12 @@ DeviceCaps query_caps(VkPhysicalDevice physical);
 std::string device_name(VkPhysicalDevice physical);
 
 // The logical device: one compute queue, the features kiln uses that the device has.
-class Device {
+class VulkanDevice {
  public:
-  explicit Device(VkPhysicalDevice physical);
-  ~Device();
-  Device(const Device&) = delete;
-  Device& operator=(const Device&) = delete;
+  explicit VulkanDevice(VkPhysicalDevice physical);
+  ~VulkanDevice();
+  VulkanDevice(const VulkanDevice&) = delete;
+  VulkanDevice& operator=(const VulkanDevice&) = delete;
 
   VkDevice handle() const { return device_; }
   VkPhysicalDevice physical() const { return physical_; }

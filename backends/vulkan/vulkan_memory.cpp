@@ -32,7 +32,7 @@ std::string mib(VkDeviceSize bytes) {
 
 }  // namespace
 
-MemoryAllocator::MemoryAllocator(Device& device, const VulkanOptions& options)
+MemoryAllocator::MemoryAllocator(VulkanDevice& device, const VulkanOptions& options)
     : device_(device), block_bytes_(std::max<VkDeviceSize>(options.block_bytes, 1 << 20)) {
   const auto& mem = device.memory_properties();
   heap_reserved_.assign(mem.memoryHeapCount, 0);
@@ -268,7 +268,7 @@ BufferMemory::~BufferMemory() {
   allocator.release(allocation);
 }
 
-VulkanBuffer::VulkanBuffer(Device& device, MemoryAllocator& allocator, size_t bytes)
+VulkanBuffer::VulkanBuffer(VulkanDevice& device, MemoryAllocator& allocator, size_t bytes)
     : Buffer(bytes), memory_(std::make_shared<BufferMemory>(device, allocator)) {
   const auto& limits = device.properties().limits;
   // 16-byte steps: vec4 texel views cover the last elements, and vec4 pointwise kernels store a
@@ -298,7 +298,7 @@ VulkanBuffer::VulkanBuffer(Device& device, MemoryAllocator& allocator, size_t by
   memory_->allocation = allocation;
 }
 
-Transfer::Transfer(Device& device, MemoryAllocator& allocator) : device_(device), allocator_(allocator) {}
+Transfer::Transfer(VulkanDevice& device, MemoryAllocator& allocator) : device_(device), allocator_(allocator) {}
 
 Transfer::~Transfer() {
   VkDevice d = device_.handle();

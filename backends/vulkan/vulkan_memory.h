@@ -29,7 +29,7 @@ struct Allocation {
 
 class MemoryAllocator {
  public:
-  MemoryAllocator(Device& device, const VulkanOptions& options);
+  MemoryAllocator(VulkanDevice& device, const VulkanOptions& options);
   ~MemoryAllocator();
   MemoryAllocator(const MemoryAllocator&) = delete;
   MemoryAllocator& operator=(const MemoryAllocator&) = delete;
@@ -51,7 +51,7 @@ class MemoryAllocator {
   void free_block(MemoryBlock* block);
   MemoryBlock* take_cached(uint32_t type, VkDeviceSize size);
 
-  Device& device_;
+  VulkanDevice& device_;
   VkDeviceSize block_bytes_;
   bool direct_map_ = false;
   VkMemoryPropertyFlags device_flags_ = 0;
@@ -72,7 +72,7 @@ class MemoryAllocator {
 // whose launches use it, so a tensor freed while a queued launch still reads it keeps its memory
 // until that launch has finished.
 struct BufferMemory {
-  BufferMemory(Device& device, MemoryAllocator& allocator) : device(device), allocator(allocator) {}
+  BufferMemory(VulkanDevice& device, MemoryAllocator& allocator) : device(device), allocator(allocator) {}
   ~BufferMemory();
   BufferMemory(const BufferMemory&) = delete;
   BufferMemory& operator=(const BufferMemory&) = delete;
@@ -81,7 +81,7 @@ struct BufferMemory {
   // use and kept until the buffer goes (a queued launch holds the buffer, so its views live too).
   VkBufferView texel_view(VkDeviceSize offset, VkDeviceSize range, VkFormat format);
 
-  Device& device;
+  VulkanDevice& device;
   MemoryAllocator& allocator;
   VkBuffer buffer = VK_NULL_HANDLE;
   Allocation allocation;
@@ -95,7 +95,7 @@ struct BufferMemory {
 class VulkanBuffer : public Buffer {
  public:
   // Throws kiln::Error (and leaks nothing) past maxStorageBufferRange or the device's memory.
-  VulkanBuffer(Device& device, MemoryAllocator& allocator, size_t bytes);
+  VulkanBuffer(VulkanDevice& device, MemoryAllocator& allocator, size_t bytes);
   ~VulkanBuffer() override = default;
 
   VkBuffer handle() const { return memory_->buffer; }
@@ -113,7 +113,7 @@ class VulkanBuffer : public Buffer {
 // Upload/download: memcpy when buffers are mapped, else chunked copies through a staging buffer.
 class Transfer {
  public:
-  Transfer(Device& device, MemoryAllocator& allocator);
+  Transfer(VulkanDevice& device, MemoryAllocator& allocator);
   ~Transfer();
   Transfer(const Transfer&) = delete;
   Transfer& operator=(const Transfer&) = delete;
@@ -127,7 +127,7 @@ class Transfer {
             VkDeviceSize bytes);
 
   static constexpr VkDeviceSize kStagingBytes = 16ull << 20;
-  Device& device_;
+  VulkanDevice& device_;
   MemoryAllocator& allocator_;
   VkCommandPool pool_ = VK_NULL_HANDLE;
   VkCommandBuffer cmd_ = VK_NULL_HANDLE;

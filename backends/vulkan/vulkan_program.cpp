@@ -221,7 +221,7 @@ ProgramLayout reflect_layout(const std::string& name, std::span<const uint32_t> 
   return layout;
 }
 
-ComputeProgram::ComputeProgram(Device& device, VkPipelineCache cache, std::string name,
+ComputeProgram::ComputeProgram(VulkanDevice& device, VkPipelineCache cache, std::string name,
                                std::span<const uint32_t> words, ProgramLayout layout)
     : device_(device), name_(std::move(name)), layout_(std::move(layout)) {
   VkDevice d = device.handle();

@@ -18,7 +18,7 @@ VkDescriptorType descriptor_type(const ProgramLayout& layout, uint32_t binding);
 class ComputeProgram : public VulkanProgram {
  public:
   // Builds the pipeline through `cache`; `words` must already be validated.
-  ComputeProgram(Device& device, VkPipelineCache cache, std::string name,
+  ComputeProgram(VulkanDevice& device, VkPipelineCache cache, std::string name,
                  std::span<const uint32_t> words, ProgramLayout layout);
   ~ComputeProgram() override;
 
@@ -29,7 +29,7 @@ class ComputeProgram : public VulkanProgram {
   VkDescriptorSetLayout set_layout() const { return set_layout_; }
 
  private:
-  Device& device_;
+  VulkanDevice& device_;
   std::string name_;
   ProgramLayout layout_;
   VkDescriptorSetLayout set_layout_ = VK_NULL_HANDLE;

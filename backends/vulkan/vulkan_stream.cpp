@@ -52,7 +52,7 @@ std::unique_ptr<CommandStream::Batch> CommandStream::new_batch() {
   return batch;
 }
 
-CommandStream::CommandStream(Device& device) : device_(device) {
+CommandStream::CommandStream(VulkanDevice& device) : device_(device) {
   timestamps_ = device.caps().timestamps;
   VkCommandPoolCreateInfo info{VK_STRUCTURE_TYPE_COMMAND_POOL_CREATE_INFO};
   info.flags = VK_COMMAND_POOL_CREATE_RESET_COMMAND_BUFFER_BIT;

@@ -24,7 +24,7 @@ class VulkanBuffer;
 // must outlive the batches that use them.
 class CommandStream : public VulkanStream {
  public:
-  explicit CommandStream(Device& device);
+  explicit CommandStream(VulkanDevice& device);
   ~CommandStream() override;
 
   void launch(const Launch& launch) override;
@@ -54,7 +54,7 @@ class CommandStream : public VulkanStream {
   std::unique_ptr<Batch> new_batch();
   Batch& eager() { return *eager_[current_eager_]; }
 
-  Device& device_;
+  VulkanDevice& device_;
   VkCommandPool command_pool_ = VK_NULL_HANDLE;
   std::unique_ptr<Batch> eager_[2];  // eager_[current_eager_] records; the other may be running
   size_t current_eager_ = 0;

@@ -6,6 +6,7 @@
 #include <algorithm>
 #include <array>
 #include <chrono>
+#include <cstdlib>
 #include <cstring>
 #include <set>
 
@@ -20,6 +21,15 @@ namespace {
 const char kMatmulTemplate[] =
 #include "matmul.comp.inc"
     ;
+
+// KILN_AUTOTUNE=1: every matmul autotunes, eager ones included, not only those of compiles that ask.
+bool autotune_everywhere() {
+  static const bool on = [] {
+    const char* env = std::getenv("KILN_AUTOTUNE");
+    return env != nullptr && std::string_view(env) == "1";
+  }();
+  return on;
+}
 
 // Whether the vec4 variant can run the problem: A row-major, and every row start and batch offset
 // of A and B on a whole vec4 (K, and N unless B is transposed, multiples of 4).
@@ -228,7 +238,7 @@ TemplatePlanner glsl_template_planner(const TemplateOptions& options) {
     if (!matmul_fits_i32(*p)) return std::nullopt;
     const int n_inputs = int(run.inputs.size());
     if (options.force_tile) return matmul_launch(*p, options.tile, n_inputs);
-    if (options.autotuner && max_autotune_enabled()) {
+    if (options.autotuner && (run.max_autotune || autotune_everywhere())) {
       std::vector<size_t> arg_bytes;
       std::vector<int> slots = {0, 1};  // the launch's args: a, b, (c,) out
       if (p->has_c) slots.push_back(2);

@@ -10,7 +10,7 @@
 #include <vector>
 
 #include "backends/kernel_runner.h"
-#include "core/runtime/disk_cache.h"
+#include "core/support/disk_cache.h"
 
 namespace kiln::vulkan {
 
@@ -31,8 +31,8 @@ struct TemplateOptions {
   int64_t matmul_min_flops = int64_t(2) * 64 * 64 * 64;
   bool force_tile = false;  // use `tile` instead of the per-device choice (benchmarks, tests)
   MatmulTile tile;
-  // When set and max_autotune_enabled(): the tile comes from timing candidates (borrowed; outlives
-  // the planner).
+  // When set and the op asks for max-autotune (OpRun::max_autotune, or KILN_AUTOTUNE=1): the tile
+  // comes from timing candidates (borrowed; outlives the planner).
   MatmulAutotuner* autotuner = nullptr;
 };
 

@@ -17,7 +17,6 @@
 #include "core/ir/text.h"
 #include "core/passes/pass.h"
 #include "core/runtime/compile_graph.h"
-#include "core/runtime/disk_cache.h"
 #include "core/runtime/planned_program.h"
 #include "core/support/log.h"
 #include "core/trace/bundle.h"
@@ -412,6 +411,7 @@ std::vector<Tensor> Engine::State::compile_and_run(std::span<const ArgView> args
     entry->break_location = where;
     ProgramOptions lazy_options;
     lazy_options.reduce_overhead = options.mode == Mode::ReduceOverhead;
+    lazy_options.max_autotune = options.mode == Mode::MaxAutotune;
     entry->lazy = std::make_unique<LazySegments>(*device, lazy_options);
     ++stats.compiles;
     entries.push_back(std::move(entry));
@@ -425,6 +425,7 @@ std::vector<Tensor> Engine::State::compile_and_run(std::span<const ArgView> args
   CompileGraphOptions graph_options;
   graph_options.pipeline.keep_ir = !debug_dir.empty();
   graph_options.program.reduce_overhead = options.mode == Mode::ReduceOverhead;
+  graph_options.program.max_autotune = options.mode == Mode::MaxAutotune;
   std::vector<PassRecord> pass_records;
   const int compile_index = int(stats.compiles);
   auto write_bundle = [&](const DeviceProgram* program, const std::vector<LaunchTiming>& timings) {
@@ -485,12 +486,14 @@ trace::Bundle Engine::bundle() const {
 }
 
 void check_options(const CompileOptions& options) {
-  if (options.mode == Mode::MaxAutotune && !max_autotune_enabled()) {
-    // Process-wide: template ops (f32 matmul/linear/gemm on Vulkan) time their tile variants once
-    // per shape class and persist the choice; fused kernels have no variants to time yet.
-    set_max_autotune(true);
-    log::warn("kiln::compile: max-autotune times the Vulkan matmul template's tiles (template ops); "
-              "fused generated kernels are not autotuned yet");
+  if (options.mode == Mode::MaxAutotune) {
+    // The compiled program's template ops (f32 matmul/linear/gemm on Vulkan) time their tile variants
+    // once per shape class and persist the choice; fused kernels have no variants to time yet.
+    static std::once_flag said;
+    std::call_once(said, [] {
+      log::info("kiln::compile: max-autotune times the Vulkan matmul template's tiles (template ops); "
+                "fused generated kernels are not autotuned yet");
+    });
   }
   if (options.recompile_limit < 1)
     throw Error("kiln::compile: recompile_limit must be at least 1, got " +

@@ -20,6 +20,12 @@ std::vector<int64_t> static_dims(const Shape& shape) {
   return dims;
 }
 
+int64_t numel(std::span<const int64_t> dims) {
+  int64_t n = 1;
+  for (int64_t d : dims) n *= d;
+  return n;
+}
+
 SymInt numel(const Shape& shape) {
   SymInt n = 1;
   for (const SymInt& d : shape) n = n * d;

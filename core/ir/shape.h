@@ -2,6 +2,7 @@
 #pragma once
 
 #include <cstdint>
+#include <span>
 #include <string>
 #include <vector>
 
@@ -17,6 +18,8 @@ bool is_static(const Shape& shape);
 // Static sizes; throws kiln::Error when a dim is symbolic.
 std::vector<int64_t> static_dims(const Shape& shape);
 SymInt numel(const Shape& shape);
+// Elements of a tensor with these concrete dims (1 for a scalar).
+int64_t numel(std::span<const int64_t> dims);
 std::string shape_str(const Shape& shape);  // "[2,s0,4]"
 
 struct TensorType {

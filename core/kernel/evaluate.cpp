@@ -14,11 +14,6 @@
 
 namespace kiln::kernel {
 
-int64_t HostTensorRef::numel() const {
-  int64_t n = 1;
-  for (int64_t d : dims) n *= d;
-  return n;
-}
 
 namespace {
 
@@ -378,7 +373,7 @@ Val apply_op(const Expr& e, const Val* a, size_t n, const Kernel& k) {
 }
 
 // load_text: storage -> compute type.
-Val read_element(const HostTensorRef& t, int64_t i) {
+Val read_element(const HostTensor& t, int64_t i) {
   const auto* p = static_cast<const uint8_t*>(t.data);
   switch (t.dtype) {
     case DType::F32: { float v; std::memcpy(&v, p + i * 4, 4); return make(v); }
@@ -394,7 +389,7 @@ Val read_element(const HostTensorRef& t, int64_t i) {
 }
 
 // store_text: compute type -> storage (f16 via kiln::half, bf16 round-to-nearest-even, u8 truncates).
-void write_element(const HostTensorRef& t, int64_t i, const Val& value) {
+void write_element(const HostTensor& t, int64_t i, const Val& value) {
   auto* p = static_cast<uint8_t*>(t.data);
   switch (t.dtype) {
     case DType::F32: { float v = get<float>(value); std::memcpy(p + i * 4, &v, 4); return; }
@@ -410,7 +405,7 @@ void write_element(const HostTensorRef& t, int64_t i, const Val& value) {
 
 // A buffer bound to a kernel slot, with the bookkeeping that catches reads of unwritten elements.
 struct Binding {
-  HostTensorRef tensor;
+  HostTensor tensor;
   std::string role;                     // "input 0", "output 1", "temp 0"
   std::vector<uint8_t>* written = nullptr;  // null: every element is defined (an input)
 };
@@ -645,15 +640,15 @@ std::vector<int64_t> concrete(const Shape& shape, const std::map<std::string, in
 
 }  // namespace
 
-void evaluate_kernel(const LoweredKernel& kernel, const std::vector<HostTensorRef>& buffers,
+void evaluate_kernel(const LoweredKernel& kernel, const std::vector<HostTensor>& buffers,
                      const std::map<std::string, int64_t>& bindings) {
   std::vector<Binding> bound;
   for (size_t i = 0; i < buffers.size(); ++i) bound.push_back({buffers[i], "buffer " + std::to_string(i)});
   KernelRunner(kernel, std::move(bound), bindings).run();
 }
 
-void evaluate(const LoweredOp& op, const std::vector<HostTensorRef>& inputs,
-              const std::vector<HostTensorRef>& outputs,
+void evaluate(const LoweredOp& op, const std::vector<HostTensor>& inputs,
+              const std::vector<HostTensor>& outputs,
               const std::map<std::string, int64_t>& bindings) {
   // Every tensor the steps may bind: inputs, outputs, then temps (LoweredOp::Step::args).
   std::vector<Binding> all;
@@ -663,7 +658,7 @@ void evaluate(const LoweredOp& op, const std::vector<HostTensorRef>& inputs,
   for (size_t i = 0; i < inputs.size(); ++i) all.push_back({inputs[i], "input " + std::to_string(i)});
   for (size_t i = 0; i < outputs.size(); ++i) all.push_back({outputs[i], "output " + std::to_string(i)});
   for (size_t i = 0; i < op.temps.size(); ++i) {
-    HostTensorRef t{op.temps[i].dtype, concrete(op.temps[i].shape, bindings), nullptr};
+    HostTensor t{op.temps[i].dtype, concrete(op.temps[i].shape, bindings), nullptr};
     // 0xFF bytes: NaN for floats, so a read that slips past the written-check is loud.
     temp_storage.emplace_back(size_t(t.numel()) * dtype_size(t.dtype), uint8_t(0xFF));
     t.data = temp_storage.back().data();

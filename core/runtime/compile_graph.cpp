@@ -29,7 +29,7 @@ ProgramStages run_program_stages(const Graph& graph, Backend& backend, const Pro
   if (!target)
     throw Error("compile_graph: backend '" + backend.name() + "' generates no code; its graphs run on the interpreter");
 
-  KernelSchedule schedule = schedule_kernels(graph, backend, options.fuse);  // fusion
+  KernelSchedule schedule = schedule_kernels(graph, backend, options.fuse, options.max_autotune);  // fusion
   dump.write("fusion", "txt", print_schedule(schedule));
 
   LoweredProgram program = lower_schedule(graph, schedule);  // kernel IR per kernel

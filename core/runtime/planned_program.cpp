@@ -76,7 +76,7 @@ std::optional<PlannedProgram::LaunchPlan> PlannedProgram::template_launch(
   for (int v : ks.node_outputs)
     outs.push_back({nullptr, values_[size_t(v)].type.dtype, concrete_dims(values_[size_t(v)].type.shape, bindings)});
   std::optional<TemplateLaunch> t =
-      backend_.plan_template(OpRun{ks.template_op->first, ks.template_op->second, ins, outs});
+      backend_.plan_template(OpRun{ks.template_op->first, ks.template_op->second, ins, outs, options_.max_autotune});
   if (!t) return std::nullopt;
   const Program& program = programs_.get({t->name, t->language, t->source}, {t->name, t->language, t->source, 0, true});
   LaunchPlan plan{&program, {}, std::move(t->push_constants), t->groups};
@@ -117,7 +117,7 @@ std::map<std::string, int64_t> PlannedProgram::bind(const std::vector<Tensor>& i
 
 size_t PlannedProgram::bytes_of(int value) const {
   const ValueInfo& v = values_[size_t(value)];
-  return size_t(element_count(concrete_dims(v.type.shape, bindings_))) * dtype_size(v.type.dtype);
+  return size_t(numel(concrete_dims(v.type.shape, bindings_))) * dtype_size(v.type.dtype);
 }
 
 void PlannedProgram::plan_for(const std::map<std::string, int64_t>& bindings) {
@@ -195,13 +195,13 @@ void PlannedProgram::prepare(const std::map<std::string, int64_t>& bindings) {
   copied_inputs_.assign(input_types_.size(), nullptr);
   for (int v : output_values_) {
     const ValueInfo& info = values_[size_t(v)];
-    int64_t n = element_count(concrete_dims(info.type.shape, bindings));
+    int64_t n = numel(concrete_dims(info.type.shape, bindings));
     bool copy = n > 0 && (info.storage != Storage::Output || options_.reduce_overhead);
     output_copies_.push_back(copy ? copy_launch(info.type.dtype, n) : LaunchPlan{nullptr, {}, {}, {}});
   }
   if (options_.reduce_overhead) {
     for (size_t i = 0; i < input_types_.size(); ++i) {
-      int64_t n = element_count(concrete_dims(input_types_[i].shape, bindings));
+      int64_t n = numel(concrete_dims(input_types_[i].shape, bindings));
       owned_inputs_.push_back(backend_.alloc(std::max<size_t>(size_t(n) * dtype_size(input_types_[i].dtype), 4)));
       input_copies_.push_back(n > 0 ? copy_launch(input_types_[i].dtype, n) : LaunchPlan{nullptr, {}, {}, {}});
     }

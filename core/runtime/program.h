@@ -24,6 +24,7 @@ struct ProgramStats {
 struct ProgramOptions {
   bool fuse = true;              // group nodes into kernels where the backend generates code
   bool reduce_overhead = false;  // record the launches once and replay them
+  bool max_autotune = false;     // templates time their variants for this program's ops
 };
 
 class DeviceProgram {

@@ -9,12 +9,6 @@ std::vector<int64_t> concrete_dims(const Shape& shape, const std::map<std::strin
   return dims;
 }
 
-int64_t element_count(const std::vector<int64_t>& dims) {
-  int64_t n = 1;
-  for (int64_t d : dims) n *= d;
-  return n;
-}
-
 ProgramMemory plan_program_memory(const std::vector<ProgramValue>& values,
                                   const std::vector<ProgramKernel>& kernels,
                                   const std::map<std::string, int64_t>& bindings, size_t max_buffer_bytes) {
@@ -22,7 +16,7 @@ ProgramMemory plan_program_memory(const std::vector<ProgramValue>& values,
   memory.bindings = bindings;
   memory.plan_index.assign(values.size(), -1);
   auto bytes_of = [&](const ProgramValue& v) {
-    return size_t(element_count(concrete_dims(v.type.shape, bindings))) * dtype_size(v.type.dtype);
+    return size_t(numel(concrete_dims(v.type.shape, bindings))) * dtype_size(v.type.dtype);
   };
   for (size_t k = 0; k < kernels.size(); ++k) {
     const ProgramKernel& pk = kernels[k];

@@ -29,8 +29,7 @@ std::map<std::string, int64_t> traced_bindings(const std::vector<TensorType>& in
 // Every planned value with its kernel range and place: "%7 f32[8,64] kernels 2..4 arena 0 +256".
 std::string print_program_memory(const ProgramMemory& memory);
 
-// Concrete dims of `shape` with its symbols bound, and their element count.
+// Concrete dims of `shape` with its symbols bound.
 std::vector<int64_t> concrete_dims(const Shape& shape, const std::map<std::string, int64_t>& bindings);
-int64_t element_count(const std::vector<int64_t>& dims);
 
 }  // namespace kiln

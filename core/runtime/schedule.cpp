@@ -25,15 +25,15 @@ const char* kind_text(FusionKind kind) {
 
 }  // namespace
 
-KernelSchedule schedule_kernels(const Graph& graph, Backend& backend, bool fuse) {
+KernelSchedule schedule_kernels(const Graph& graph, Backend& backend, bool fuse, bool max_autotune) {
   FusionOptions fusion;
   fusion.fuse = fuse;
-  fusion.keep_alone = [&backend](const Node& n) {
+  fusion.keep_alone = [&backend, max_autotune](const Node& n) {
     if (!backend.has_template(n.kind)) return false;
     std::vector<BufferView> ins, outs;
     for (const Value* v : n.inputs) ins.push_back(at_hints(v));
     for (const Value* v : n.outputs) outs.push_back(at_hints(v));
-    return backend.plan_template(OpRun{n.kind, n.attrs, ins, outs}).has_value();
+    return backend.plan_template(OpRun{n.kind, n.attrs, ins, outs, max_autotune}).has_value();
   };
   KernelSchedule schedule;
   for (FusionGroup& g : fuse_graph(graph, fusion)) {

@@ -25,7 +25,8 @@ struct KernelSchedule {
 
 // Fusion for `backend`: an op with a template that serves its traced sizes runs alone (no epilogue
 // folded in), since on lavapipe the template beats the generic kernel with the epilogue fused.
-KernelSchedule schedule_kernels(const Graph& graph, Backend& backend, bool fuse = true);
+// `max_autotune`: the backend may time its template variants to decide.
+KernelSchedule schedule_kernels(const Graph& graph, Backend& backend, bool fuse = true, bool max_autotune = false);
 
 // One line per kernel, in order:
 //   kernel 0 pointwise [%2 add, %3 relu] reads %0 %1 writes %3

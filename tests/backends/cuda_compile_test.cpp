@@ -12,7 +12,7 @@
 #include "core/frontend/device.h"
 #include "core/kernel/emit.h"
 #include "core/kernel/lower.h"
-#include "core/runtime/disk_cache.h"
+#include "core/support/disk_cache.h"
 #include "core/support/error.h"
 #include "kernel/op_cases.h"
 #include "support/cuda_batch.h"

@@ -51,11 +51,6 @@ AttrMap attrs_of(const ConvCase& c) {
   return a;
 }
 
-int64_t numel(const std::vector<int64_t>& dims) {
-  int64_t n = 1;
-  for (int64_t d : dims) n *= d;
-  return n;
-}
 
 std::vector<float> random_values(int64_t n, uint32_t seed) {
   std::mt19937 gen(seed);

@@ -24,11 +24,6 @@
 namespace kiln {
 namespace {
 
-int64_t numel(const std::vector<int64_t>& dims) {
-  int64_t n = 1;
-  for (int64_t d : dims) n *= d;
-  return n;
-}
 
 // Magnitudes in [lo, hi] with random signs (or all positive): a dropped or doubled element moves
 // a sum by at least `lo`, well past the summation tolerance.

@@ -17,27 +17,27 @@ namespace {
 
 using testing::expect_close_sums;
 
-struct HostTensor {
+struct HostFloats {
   std::vector<float> data;
   std::vector<int64_t> dims;
 };
 
-HostTensor random_tensor(std::vector<int64_t> dims, uint32_t seed) {
+HostFloats random_tensor(std::vector<int64_t> dims, uint32_t seed) {
   std::mt19937 gen(seed);
   std::uniform_real_distribution<float> dist(-1.0f, 1.0f);
   int64_t n = 1;
   for (int64_t d : dims) n *= d;
-  HostTensor t{std::vector<float>(size_t(n)), std::move(dims)};
+  HostFloats t{std::vector<float>(size_t(n)), std::move(dims)};
   for (float& v : t.data) v = dist(gen);
   return t;
 }
 
 // Runs one op on `backend` through `execute` (cpu) or `runner` (Vulkan), host data in and out.
 std::vector<float> run_on(Backend& backend, KernelRunner* runner, OpKind kind, const AttrMap& attrs,
-                          const std::vector<HostTensor>& inputs, const std::vector<int64_t>& out_dims) {
+                          const std::vector<HostFloats>& inputs, const std::vector<int64_t>& out_dims) {
   std::vector<std::unique_ptr<Buffer>> buffers;
   std::vector<BufferView> in_views;
-  for (const HostTensor& t : inputs) {
+  for (const HostFloats& t : inputs) {
     buffers.push_back(backend.alloc(std::max<size_t>(t.data.size() * 4, 4)));
     backend.upload(*buffers.back(), t.data.data(), t.data.size() * 4);
     in_views.push_back({buffers.back().get(), DType::F32, t.dims});
@@ -85,7 +85,7 @@ class VulkanPerfPaths : public testing::VulkanTemplateTest<::testing::TestWithPa
   }
 
   // Template on Vulkan vs the cpu reference; also checks the template (not the lowering) ran.
-  void check(OpKind kind, const AttrMap& attrs, const std::vector<HostTensor>& in,
+  void check(OpKind kind, const AttrMap& attrs, const std::vector<HostFloats>& in,
              const std::vector<int64_t>& out_dims, int64_t k, const std::string& what) {
     size_t before = runner_->stats().template_launches;
     std::vector<float> got = run_on(*vk_, runner_.get(), kind, attrs, in, out_dims);

@@ -59,7 +59,7 @@ TEST_P(Lowering, MatchesCpuReference) {
   std::vector<Tensor> want = run_op(c.kind, in_tensors, attrs, Loc::current());
   ASSERT_EQ(want.size(), out_types.size());
 
-  std::vector<HostTensorRef> ins, outs;
+  std::vector<HostTensor> ins, outs;
   std::vector<std::vector<uint8_t>> out_data;
   for (size_t i = 0; i < c.inputs.size(); ++i) ins.push_back({c.inputs[i].dtype, c.inputs[i].dims, in_data[i].data()});
   out_data.reserve(out_types.size());

@@ -11,7 +11,7 @@
 #include <string>
 #include <vector>
 
-#include "core/runtime/disk_cache.h"
+#include "core/support/disk_cache.h"
 #ifdef KILN_HAVE_VULKAN
 #include "backends/vulkan/vulkan_backend.h"
 #endif
@@ -37,7 +37,6 @@ class DiskCacheDir : public ::testing::Test {
   void TearDown() override {
     if (had_env_) ::setenv("KILN_CACHE_DIR", old_env_.c_str(), 1);
     else ::unsetenv("KILN_CACHE_DIR");
-    set_max_autotune(false);
     fs::remove_all(dir_);
   }
   std::vector<fs::path> files_under(const std::string& kind) const {
@@ -123,7 +122,7 @@ TEST_F(DiskCacheDir, SecondVulkanBackendLoadsSpirvAndPipelineCacheFromDisk) {
   {
     auto backend = vulkan::open_backend(0);
     backend->compile({"double", "glsl", kDoubleShader});
-    vulkan::CompileStats s = backend->compile_stats();
+    vulkan::ShaderCompileStats s = backend->compile_stats();
     EXPECT_EQ(s.compiles, 1u);
     EXPECT_EQ(s.disk_hits, 0u);
   }
@@ -131,7 +130,7 @@ TEST_F(DiskCacheDir, SecondVulkanBackendLoadsSpirvAndPipelineCacheFromDisk) {
   EXPECT_EQ(files_under("pipeline").size(), 1u);  // saved when the backend went away
   auto backend = vulkan::open_backend(0);
   backend->compile({"double", "glsl", kDoubleShader});
-  vulkan::CompileStats s = backend->compile_stats();
+  vulkan::ShaderCompileStats s = backend->compile_stats();
   EXPECT_EQ(s.compiles, 0u);
   EXPECT_EQ(s.disk_hits, 1u);
   EXPECT_TRUE(s.pipeline_cache_loaded);
@@ -148,7 +147,7 @@ TEST_F(DiskCacheDir, CorruptSpirvAndPipelineEntriesAreRebuiltAndTheKernelStillRu
     }
   auto backend = vulkan::open_backend(0);
   std::unique_ptr<Program> program = backend->compile({"double", "glsl", kDoubleShader});
-  vulkan::CompileStats s = backend->compile_stats();
+  vulkan::ShaderCompileStats s = backend->compile_stats();
   EXPECT_EQ(s.compiles, 1u);  // recompiled, not loaded
   EXPECT_EQ(s.disk_hits, 0u);
   EXPECT_FALSE(s.pipeline_cache_loaded);
@@ -166,7 +165,9 @@ TEST_F(DiskCacheDir, CorruptSpirvAndPipelineEntriesAreRebuiltAndTheKernelStillRu
 }
 
 // out = a @ b on the device, checked against a float64 triple loop on the host.
-void expect_matmul_matches_host(vulkan::VulkanBackend& backend, int64_t m, int64_t n, int64_t k) {
+// `max_autotune`: the op asks the matmul template to time its tiles (as a MaxAutotune compile does).
+void expect_matmul_matches_host(vulkan::VulkanBackend& backend, int64_t m, int64_t n, int64_t k,
+                                bool max_autotune = false) {
   std::mt19937 rng(7);
   std::uniform_real_distribution<float> dist(-1, 1);
   std::vector<float> a(size_t(m * k)), b(size_t(k * n)), out(size_t(m * n));
@@ -178,7 +179,7 @@ void expect_matmul_matches_host(vulkan::VulkanBackend& backend, int64_t m, int64
   AttrMap attrs;
   BufferView views[3] = {{da.get(), DType::F32, {m, k}}, {db.get(), DType::F32, {k, n}},
                          {dout.get(), DType::F32, {m, n}}};
-  backend.execute({OpKind::MatMul, attrs, std::span(views, 2), std::span(views + 2, 1)});
+  backend.execute({OpKind::MatMul, attrs, std::span(views, 2), std::span(views + 2, 1), max_autotune});
   backend.download(*dout, out.data(), out.size() * 4);
   for (int64_t i = 0; i < m; ++i)
     for (int64_t j = 0; j < n; ++j) {
@@ -190,22 +191,21 @@ void expect_matmul_matches_host(vulkan::VulkanBackend& backend, int64_t m, int64
 
 TEST_F(DiskCacheDir, MaxAutotuneTimesTilesOnceThenReusesTheChoiceFromDisk) {
   if (!have_vulkan()) GTEST_SKIP() << "no Vulkan device";
-  set_max_autotune(true);
   {
     auto backend = vulkan::open_backend(0);
-    expect_matmul_matches_host(*backend, 96, 80, 72);  // sizes off every tile's multiple
-    vulkan::CompileStats s = backend->compile_stats();
+    expect_matmul_matches_host(*backend, 96, 80, 72, true);  // sizes off every tile's multiple
+    vulkan::ShaderCompileStats s = backend->compile_stats();
     EXPECT_EQ(s.autotune_timed, 1u);
     EXPECT_EQ(s.autotune_disk_hits, 0u);
     EXPECT_NE(s.autotune_last.find("m128_n128_k128"), std::string::npos) << s.autotune_last;
     EXPECT_NE(s.autotune_last.find("bm="), std::string::npos) << s.autotune_last;
-    expect_matmul_matches_host(*backend, 100, 90, 70);  // same shape class: no second timing
+    expect_matmul_matches_host(*backend, 100, 90, 70, true);  // same shape class: no second timing
     EXPECT_EQ(backend->compile_stats().autotune_timed, 1u);
   }
   EXPECT_EQ(files_under("autotune").size(), 1u);
   auto backend = vulkan::open_backend(0);
-  expect_matmul_matches_host(*backend, 96, 80, 72);
-  vulkan::CompileStats s = backend->compile_stats();
+  expect_matmul_matches_host(*backend, 96, 80, 72, true);
+  vulkan::ShaderCompileStats s = backend->compile_stats();
   EXPECT_EQ(s.autotune_timed, 0u);
   EXPECT_EQ(s.autotune_disk_hits, 1u);
 }
@@ -216,6 +216,18 @@ TEST_F(DiskCacheDir, WithoutMaxAutotuneNothingIsTimed) {
   expect_matmul_matches_host(*backend, 96, 80, 72);
   EXPECT_EQ(backend->compile_stats().autotune_timed, 0u);
   EXPECT_TRUE(files_under("autotune").empty());
+}
+
+// Max-autotune belongs to the op that asks: one op timing its tiles leaves the next op of another
+// shape class on the default tile, untimed.
+TEST_F(DiskCacheDir, MaxAutotuneOfOneOpDoesNotTurnItOnForTheNext) {
+  if (!have_vulkan()) GTEST_SKIP() << "no Vulkan device";
+  auto backend = vulkan::open_backend(0);
+  expect_matmul_matches_host(*backend, 96, 80, 72, true);
+  EXPECT_EQ(backend->compile_stats().autotune_timed, 1u);
+  expect_matmul_matches_host(*backend, 200, 150, 130);
+  EXPECT_EQ(backend->compile_stats().autotune_timed, 1u);
+  EXPECT_EQ(files_under("autotune").size(), 1u);
 }
 #endif
 

@@ -160,7 +160,7 @@ std::map<const Value*, std::vector<float>> evaluate_groups(const Graph& g, const
       continue;
     }
     kernel::LoweredGroup lowered = kernel::lower_group(group.nodes, group.outputs);
-    std::vector<kernel::HostTensorRef> ins, outs;
+    std::vector<HostTensor> ins, outs;
     for (const Value* v : lowered.inputs)
       ins.push_back({DType::F32, static_dims(v->type.shape), env.at(v).data()});
     for (const Value* v : lowered.outputs) {

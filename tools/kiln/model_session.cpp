@@ -8,7 +8,6 @@
 #include <cmath>
 
 #include "core/frontend/factories.h"
-#include "core/runtime/disk_cache.h"
 #include "core/support/error.h"
 
 namespace kiln::cli {
@@ -112,17 +111,10 @@ PreparedRun prepare(const onnx::ImportedModel& model, Device device, bool compil
   if (!compiled) {
     run.eager = std::make_unique<onnx::EagerModel>(model, device);
   } else {
-    const bool autotune_before = max_autotune_enabled();
-    if (mode == CompileMode::MaxAutotune) set_max_autotune(true);
     ProgramOptions options;
     options.reduce_overhead = mode == CompileMode::ReduceOverhead;
-    try {
-      run.program = std::make_unique<onnx::CompiledModel>(model, device, options);
-    } catch (...) {
-      set_max_autotune(autotune_before);
-      throw;
-    }
-    set_max_autotune(autotune_before);
+    options.max_autotune = mode == CompileMode::MaxAutotune;
+    run.program = std::make_unique<onnx::CompiledModel>(model, device, options);
   }
   device.backend().synchronize();
   run.prepare_ms = elapsed_ms(start);

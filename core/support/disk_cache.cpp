@@ -1,6 +1,6 @@
 // DiskCache: entry format (magic, version, key, payload size, checksum), atomic stores, and the
 // checks that turn a damaged entry into a warned miss instead of a crash or a wrong kernel.
-#include "core/runtime/disk_cache.h"
+#include "core/support/disk_cache.h"
 
 #include <unistd.h>
 
@@ -32,8 +32,6 @@ uint64_t checksum_of(std::string_view key, std::span<const uint8_t> payload) {
   for (uint8_t b : payload) h = (h ^ b) * 1099511628211ull;
   return h;
 }
-
-std::atomic<int> g_autotune{-1};  // -1: not decided yet (read KILN_AUTOTUNE)
 
 }  // namespace
 
@@ -135,17 +133,5 @@ void DiskCache::store(std::string_view kind, std::string_view key, std::span<con
   }
 }
 
-bool max_autotune_enabled() {
-  int v = g_autotune.load();
-  if (v < 0) {
-    const char* env = std::getenv("KILN_AUTOTUNE");
-    v = env && std::string_view(env) == "1" ? 1 : 0;
-    int expected = -1;
-    if (!g_autotune.compare_exchange_strong(expected, v)) v = expected;
-  }
-  return v == 1;
-}
-
-void set_max_autotune(bool on) { g_autotune.store(on ? 1 : 0); }
 
 }  // namespace kiln

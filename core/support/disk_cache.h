@@ -1,5 +1,5 @@
 // The on-disk compile cache (KILN_CACHE_DIR, default ~/.cache/kiln, "off" disables): versioned,
-// checksummed entries written atomically; plus the process-wide max-autotune switch it persists for.
+// checksummed entries written atomically.
 #pragma once
 
 #include <cstdint>
@@ -44,9 +44,5 @@ class DiskCache {
 uint64_t stable_hash(std::string_view data);
 std::string stable_hash_hex(std::string_view data);
 
-// Mode::MaxAutotune turns this on for the process (so does KILN_AUTOTUNE=1): template ops time their
-// variants on the real problem once and keep the fastest (persisted in the disk cache).
-bool max_autotune_enabled();
-void set_max_autotune(bool on);
 
 }  // namespace kiln
