@@ -39,6 +39,10 @@ struct OpTable {
       defined[i] = true;
       defs[i] = std::move(d);
     }
+    ops::define_pointwise_grads(defs);
+    ops::define_reduce_grads(defs);
+    ops::define_linalg_grads(defs);
+    ops::define_shape_grads(defs);
   }
 };
 

@@ -56,6 +56,17 @@ class InferContext {
 
 using InferFn = std::function<std::vector<TensorType>(const InferContext&)>;
 
+struct Value;       // core/ir/graph.h
+class GradBuilder;  // core/ir/grad_builder.h
+// The vector-Jacobian rule: from the gradients of a node's outputs, the gradients of its inputs
+// (nullptr where none flows), built as ordinary nodes in kiln's own ops (GradBuilder::op).
+using VjpFn = std::function<std::vector<Value*>(GradBuilder&)>;
+
+// How gradients pass an op. Rule: `vjp` gives them. None: no gradient flows through it (its outputs
+// are integers, booleans or indices, or piecewise constant: comparisons, argmax, floor, sign).
+// Missing: differentiable, but no rule is written yet; a backward that needs one raises an error.
+enum class Gradient { Missing, Rule, None };
+
 struct OpDef {
   OpKind kind;
   std::string_view name;
@@ -64,6 +75,8 @@ struct OpDef {
   int min_inputs = 1;
   int max_inputs = 1;  // -1: variadic
   InferFn infer;
+  Gradient gradient = Gradient::Missing;  // set with the rules, core/ir/ops/<family>_grad.cpp
+  VjpFn vjp;
 };
 
 const OpDef& op_def(OpKind kind);
@@ -93,6 +106,12 @@ void define_linalg(std::vector<OpDef>& table);
 void define_conv(std::vector<OpDef>& table);
 void define_norm(std::vector<OpDef>& table);
 void define_shape(std::vector<OpDef>& table);
+// Gradient rules, per family: fill `gradient` and `vjp` of the ops defined above (`table` is
+// indexed by OpKind).
+void define_pointwise_grads(std::vector<OpDef>& table);
+void define_reduce_grads(std::vector<OpDef>& table);
+void define_linalg_grads(std::vector<OpDef>& table);
+void define_shape_grads(std::vector<OpDef>& table);
 }  // namespace ops
 
 // numpy broadcasting of two shapes; nullopt when incompatible. Symbolic dims broadcast when they are

@@ -463,12 +463,15 @@ class Parser {
       } else if (eat_word("imported")) {
         expect('=', "after 'imported'");
         o.imported = string_literal();
+      } else if (eat_word("grad")) {
+        expect('=', "after 'grad'");
+        o.gradient_of = string_literal();
       } else {
         break;
       }
       any = true;
     }
-    if (!any) fail("expected an origin: \"file\":line, \"function\", scope=\"...\", imported=\"...\" or unknown");
+    if (!any) fail("expected an origin: \"file\":line, \"function\", scope=\"...\", imported=\"...\", grad=\"...\" or unknown");
     return o;
   }
   Provenance parse_loc() {

@@ -105,6 +105,7 @@ std::string format_origin(const Origin& o) {
   if (!o.function.empty()) add(quote_string(o.function));
   if (!o.scope.empty()) add("scope=" + quote_string(o.scope));
   if (!o.imported.empty()) add("imported=" + quote_string(o.imported));
+  if (!o.gradient_of.empty()) add("grad=" + quote_string(o.gradient_of));
   return s.empty() ? "unknown" : s;
 }
 

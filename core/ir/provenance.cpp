@@ -25,7 +25,15 @@ std::string Origin::str() const {
     if (!function.empty()) s += " (" + short_function(function) + ")";
   }
   if (!scope.empty()) s += " [" + scope + "]";
-  return s.empty() ? "<unknown>" : s;
+  if (s.empty()) s = "<unknown>";
+  return gradient_of.empty() ? s : "gradient of " + gradient_of + " at " + s;
+}
+
+Provenance Provenance::gradient_of(std::string_view op) const {
+  Provenance p = *this;
+  for (Origin& o : p.origins) o.gradient_of = op;
+  if (p.origins.empty()) p.origins.push_back(Origin{.gradient_of = std::string(op)});
+  return p;
 }
 
 Provenance Provenance::from(const std::source_location& loc, const std::string& scope) {

@@ -6,6 +6,7 @@
 #include <filesystem>
 #include <fstream>
 
+#include "core/autodiff/reverse.h"
 #include "core/ir/text.h"
 #include "core/ir/verifier.h"
 #include "core/passes/pass.h"
@@ -30,7 +31,7 @@ std::vector<Pass> standard_pipeline() {
 
 std::vector<Pass> registered_passes() {
   return {infer_shapes_pass(), fold_constants_pass(), simplify_pass(), cse_pass(), raise_patterns_pass(),
-          dce_pass()};
+          dce_pass(), autodiff_pass()};
 }
 
 Pass find_pass(std::string_view name) {

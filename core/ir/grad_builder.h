@@ -1,0 +1,53 @@
+// What a gradient rule (OpDef::vjp) sees and builds with: the forward node, the gradients of its
+// outputs, and a builder that adds ordinary graph nodes carrying the forward node's provenance,
+// marked as its gradient. The reverse-mode transform (core/autodiff/reverse.h) drives it.
+#pragma once
+
+#include <string>
+#include <vector>
+
+#include "core/ir/graph.h"
+
+namespace kiln {
+
+class GradBuilder {
+ public:
+  // `output_grads`: one per output of `node`, nullptr where no gradient reaches it. `wanted`: per
+  // input, whether a gradient is needed (rules may skip building the others).
+  GradBuilder(Graph& graph, const Node& node, std::vector<Value*> output_grads, std::vector<bool> wanted);
+
+  const Node& node() const { return node_; }
+  Value* input(size_t i) const { return node_.inputs.at(i); }
+  Value* output(size_t i = 0) const { return node_.outputs.at(i); }
+  // The gradient of output i: zeros of its type where none reached it.
+  Value* grad(size_t i = 0);
+  bool has_grad(size_t i) const { return output_grads_.at(i) != nullptr; }
+  bool wanted(size_t i) const { return i < wanted_.size() && wanted_[i]; }
+  const AttrMap& attrs() const { return attrs_; }  // the forward node's, defaults filled
+
+  // A node of the gradient (the provenance is the forward node's, marked as its gradient).
+  Value* op(OpKind kind, const std::vector<Value*>& inputs, const AttrMap& attrs = {});
+  // The same, for an op with several outputs (split).
+  std::vector<Value*> op_outputs(OpKind kind, const std::vector<Value*>& inputs, const AttrMap& attrs = {});
+  // A rank-0 constant of `dtype`.
+  Value* scalar(double value, DType dtype);
+  // Zeros of `type` (a scalar expanded: symbolic dims stay symbolic).
+  Value* zeros(const TensorType& type);
+  // Undoes broadcasting: `g` summed over the dims a `shape` operand was broadcast along, then
+  // reshaped to `shape`. Returns g itself when the shapes already agree.
+  Value* sum_to(Value* g, const Shape& shape);
+  // Casts `v` to `dtype` unless it already is.
+  Value* cast_to(Value* v, DType dtype);
+  // Raises kiln::Error naming the op, its input types and the forward node's source line.
+  [[noreturn]] void fail(const std::string& why) const;
+
+ private:
+  Graph& graph_;
+  const Node& node_;
+  std::vector<Value*> output_grads_;
+  std::vector<bool> wanted_;
+  AttrMap attrs_;
+  Provenance provenance_;
+};
+
+}  // namespace kiln

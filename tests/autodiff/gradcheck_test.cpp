@@ -1,0 +1,233 @@
+// gradcheck: every gradient rule against central differences, in f64 on the cpu reference.
+// Each case is a graph whose output y is wrapped as L = sum(y * W) with a random W (so every
+// element of y matters); the joint graph from add_gradients gives dL/dx for every input, and each
+// element is compared with (L(x + h) - L(x - h)) / 2h, h = 1e-6, within 1e-7 + 1e-5 |numeric|
+// (the cast case, through f32, with h = 1e-2 and 1e-4).
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <random>
+#include <string>
+#include <vector>
+
+#include <kiln/kiln.h>
+
+#include "core/autodiff/reverse.h"
+#include "core/ir/text.h"
+#include "core/runtime/interpreter.h"
+
+namespace kiln {
+namespace {
+
+struct GradCase {
+  std::string name;
+  std::string graph;  // f64 inputs, one output
+  double low = -2, high = 2;  // where inputs are drawn (log, sqrt, pow need positive ones)
+  double h = 1e-6, rtol = 1e-5;  // a case through f32 needs a wider step (the function is linear)
+};
+
+std::vector<double> values_of(const Tensor& t) { return t.to_vector<double>(); }
+
+// L = sum(y * W) appended to a copy of the case's graph; returns the graph and the W input.
+Graph with_weighted_loss(const std::string& text, Value** weight) {
+  Graph g = parse_graph(text);
+  Value* y = g.outputs().at(0);
+  *weight = g.add_input(y->type, "W");
+  Value* prod = g.add_node(OpKind::Mul, {y, *weight})->output();
+  Value* loss = g.add_node(OpKind::Sum, {prod}, {{"dims", std::vector<int64_t>{}}, {"keepdim", false}})->output();
+  g.set_outputs({loss});
+  return g;
+}
+
+std::vector<Tensor> random_inputs(const Graph& g, const GradCase& c, uint32_t seed) {
+  std::mt19937 rng(seed);
+  std::vector<Tensor> inputs;
+  for (size_t i = 0; i < g.inputs().size(); ++i) {
+    const bool is_weight = i + 1 == g.inputs().size();
+    std::uniform_real_distribution<double> dist(is_weight ? -1.0 : c.low, is_weight ? 1.0 : c.high);
+    std::vector<double> v(size_t(numel(static_dims(g.inputs()[i]->type.shape))));
+    for (double& x : v) x = dist(rng);
+    inputs.push_back(from_vector(v, Dims(static_dims(g.inputs()[i]->type.shape))));
+  }
+  return inputs;
+}
+
+void gradcheck(const GradCase& c) {
+  SCOPED_TRACE(c.name);
+  Value* weight = nullptr;
+  Graph forward = with_weighted_loss(c.graph, &weight);
+  Graph joint = with_weighted_loss(c.graph, &weight);
+  GradientRequest request;
+  request.outputs = {joint.outputs()[0]};
+  for (size_t i = 0; i + 1 < joint.inputs().size(); ++i) request.wrt.push_back(joint.inputs()[i]);
+  for (Value* grad : add_gradients(joint, request)) joint.add_output(grad);
+
+  std::vector<Tensor> inputs = random_inputs(forward, c, 17);
+  std::vector<Tensor> results = interpret(joint, inputs);
+  const double h = c.h;
+  for (size_t i = 0; i + 1 < inputs.size(); ++i) {
+    std::vector<double> x = values_of(inputs[i]);
+    std::vector<double> analytic = values_of(results[i + 1]);
+    ASSERT_EQ(analytic.size(), x.size()) << "input " << i;
+    for (size_t j = 0; j < x.size(); ++j) {
+      auto loss_at = [&](double delta) {
+        std::vector<double> moved = x;
+        moved[j] += delta;
+        std::vector<Tensor> args = inputs;
+        args[i] = from_vector(moved, Dims(inputs[i].sizes()));
+        return values_of(interpret(forward, args)[0])[0];
+      };
+      const double numeric = (loss_at(h) - loss_at(-h)) / (2 * h);
+      EXPECT_NEAR(analytic[j], numeric, 1e-7 + c.rtol * std::abs(numeric))
+          << "d L / d input " << i << " element " << j;
+    }
+  }
+}
+
+#define GRAPH(inputs, body, out) "graph @g(" inputs ") {\n" body "\n  return " out "\n}"
+
+const std::vector<GradCase> kUnary = [] {
+  std::vector<GradCase> cases;
+  for (const char* op : {"neg", "abs", "exp", "sin", "cos", "tanh", "sigmoid", "relu", "erf", "silu"})
+    cases.push_back({op, std::string("graph @g(%0: f64[3,5]) {\n  %1: f64[3,5] = ") + op + "(%0)\n  return %1\n}"});
+  for (const char* op : {"log", "sqrt", "rsqrt", "reciprocal"})
+    cases.push_back({op, std::string("graph @g(%0: f64[2,7]) {\n  %1: f64[2,7] = ") + op + "(%0)\n  return %1\n}", 0.5, 3});
+  cases.push_back({"leaky_relu", GRAPH("%0: f64[9]", "  %1: f64[9] = leaky_relu(%0) {alpha=0.2}", "%1")});
+  cases.push_back({"elu", GRAPH("%0: f64[9]", "  %1: f64[9] = elu(%0) {alpha=0.7}", "%1")});
+  cases.push_back({"gelu", GRAPH("%0: f64[9]", "  %1: f64[9] = gelu(%0)", "%1")});
+  cases.push_back({"gelu_tanh", GRAPH("%0: f64[9]", "  %1: f64[9] = gelu(%0) {approximate=\"tanh\"}", "%1")});
+  cases.push_back({"clip", GRAPH("%0: f64[11]", "  %1: f64[11] = clip(%0) {min=-0.5, max=1.0}", "%1")});
+  cases.push_back({"cast", GRAPH("%0: f64[4]", "  %1: f32[4] = cast(%0) {dtype=f32}\n  %2: f64[4] = cast(%1) {dtype=f64}", "%2"),
+                   -2, 2, 1e-2, 1e-4});
+  return cases;
+}();
+
+const std::vector<GradCase> kBinary = [] {
+  std::vector<GradCase> cases;
+  for (const char* op : {"add", "sub", "mul", "div", "maximum", "minimum"}) {
+    // Same shapes, a broadcast row, a broadcast column and a scalar.
+    cases.push_back({std::string(op) + "_same",
+                     std::string("graph @g(%0: f64[3,4], %1: f64[3,4]) {\n  %2: f64[3,4] = ") + op + "(%0, %1)\n  return %2\n}",
+                     std::string(op) == "div" ? 0.5 : -2, 2});
+    cases.push_back({std::string(op) + "_row",
+                     std::string("graph @g(%0: f64[3,4], %1: f64[4]) {\n  %2: f64[3,4] = ") + op + "(%0, %1)\n  return %2\n}",
+                     std::string(op) == "div" ? 0.5 : -2, 2});
+    cases.push_back({std::string(op) + "_column",
+                     std::string("graph @g(%0: f64[2,1,3], %1: f64[4,1]) {\n  %2: f64[2,4,3] = ") + op + "(%0, %1)\n  return %2\n}",
+                     std::string(op) == "div" ? 0.5 : -2, 2});
+    cases.push_back({std::string(op) + "_scalar",
+                     std::string("graph @g(%0: f64[5], %1: f64[]) {\n  %2: f64[5] = ") + op + "(%0, %1)\n  return %2\n}",
+                     std::string(op) == "div" ? 0.5 : -2, 2});
+  }
+  cases.push_back({"pow", GRAPH("%0: f64[2,3], %1: f64[3]", "  %2: f64[2,3] = pow(%0, %1)", "%2"), 0.5, 2});
+  cases.push_back({"where", GRAPH("%0: f64[6], %1: f64[6], %2: f64[1]",
+                                  "  %3: bool[6] = gt(%0, %1)\n  %4: f64[6] = where(%3, %0, %2)", "%4")});
+  return cases;
+}();
+
+const std::vector<GradCase> kReduce = {
+    {"sum_rows", GRAPH("%0: f64[3,5]", "  %1: f64[3] = sum(%0) {dims=[1], keepdim=false}", "%1")},
+    {"sum_all_keep", GRAPH("%0: f64[2,3,2]", "  %1: f64[1,1,1] = sum(%0) {dims=[], keepdim=true}", "%1")},
+    {"mean_negative_dim", GRAPH("%0: f64[4,3]", "  %1: f64[4] = mean(%0) {dims=[-1], keepdim=false}", "%1")},
+    {"max", GRAPH("%0: f64[3,5]", "  %1: f64[5] = max(%0) {dims=[0], keepdim=false}", "%1")},
+    {"min_keep", GRAPH("%0: f64[3,5]", "  %1: f64[3,1] = min(%0) {dims=[1], keepdim=true}", "%1")},
+    {"prod", GRAPH("%0: f64[2,4]", "  %1: f64[2] = prod(%0) {dims=[1], keepdim=false}", "%1"), 0.5, 1.5},
+    {"logsumexp", GRAPH("%0: f64[3,4]", "  %1: f64[3] = logsumexp(%0) {dims=[1], keepdim=false}", "%1")},
+    {"softmax", GRAPH("%0: f64[3,4]", "  %1: f64[3,4] = softmax(%0) {dim=1}", "%1")},
+    {"softmax_dim0", GRAPH("%0: f64[3,4]", "  %1: f64[3,4] = softmax(%0) {dim=0}", "%1")},
+    {"log_softmax", GRAPH("%0: f64[2,5]", "  %1: f64[2,5] = log_softmax(%0) {dim=-1}", "%1")},
+};
+
+const std::vector<GradCase> kLinalgAndShape = {
+    {"matmul", GRAPH("%0: f64[3,4], %1: f64[4,5]", "  %2: f64[3,5] = matmul(%0, %1)", "%2")},
+    {"matmul_batch_broadcast", GRAPH("%0: f64[2,3,4], %1: f64[4,2]", "  %2: f64[2,3,2] = matmul(%0, %1)", "%2")},
+    {"matmul_vector", GRAPH("%0: f64[4], %1: f64[2,4,3]", "  %2: f64[2,3] = matmul(%0, %1)", "%2")},
+    {"linear", GRAPH("%0: f64[2,3,4], %1: f64[5,4], %2: f64[5]", "  %3: f64[2,3,5] = linear(%0, %1, %2)", "%3")},
+    {"gemm_transposed", GRAPH("%0: f64[4,3], %1: f64[5,4], %2: f64[5]",
+                              "  %3: f64[3,5] = gemm(%0, %1, %2) {alpha=0.5, beta=2.0, trans_a=true, trans_b=true}", "%3")},
+    {"reshape", GRAPH("%0: f64[2,6]", "  %1: f64[3,4] = reshape(%0) {shape=[3,4]}\n  %2: f64[3,4] = sin(%1)", "%2")},
+    {"permute", GRAPH("%0: f64[2,3,4]", "  %1: f64[4,2,3] = permute(%0) {dims=[2,0,1]}", "%1")},
+    {"expand", GRAPH("%0: f64[3,1]", "  %1: f64[2,3,4] = expand(%0) {shape=[2,3,4]}", "%1")},
+    {"concat", GRAPH("%0: f64[2,3], %1: f64[2,1]", "  %2: f64[2,4] = concat(%0, %1) {dim=1}", "%2")},
+    {"split", GRAPH("%0: f64[5,2]", "  %1, %2: f64[2,2], f64[3,2] = split(%0) {dim=0, sizes=[2,3]}\n  %3: f64[3,2] = exp(%2)", "%3")},
+    // A value read twice: its gradients add up.
+    {"reuse", GRAPH("%0: f64[4]", "  %1: f64[4] = mul(%0, %0)\n  %2: f64[4] = tanh(%0)\n  %3: f64[4] = add(%1, %2)", "%3")},
+};
+
+TEST(GradCheck, UnaryRulesMatchCentralDifferences) {
+  for (const GradCase& c : kUnary) gradcheck(c);
+}
+TEST(GradCheck, BinaryRulesWithBroadcastingMatchCentralDifferences) {
+  for (const GradCase& c : kBinary) gradcheck(c);
+}
+TEST(GradCheck, ReductionAndRowRulesMatchCentralDifferences) {
+  for (const GradCase& c : kReduce) gradcheck(c);
+}
+TEST(GradCheck, LinalgAndShapeRulesMatchCentralDifferences) {
+  for (const GradCase& c : kLinalgAndShape) gradcheck(c);
+}
+
+// Ties split evenly, as torch: max over [1, 3, 3] sends half the gradient to each 3.
+TEST(GradCheck, MaxSplitsTiesEvenly) {
+  Graph g = parse_graph(GRAPH("%0: f64[3]", "  %1: f64[] = max(%0) {dims=[], keepdim=false}", "%1"));
+  GradientRequest request{{g.outputs()[0]}, {}, {g.inputs()[0]}};
+  g.add_output(add_gradients(g, request)[0]);
+  std::vector<Tensor> out = interpret(g, {from_vector(std::vector<double>{1, 3, 3})});
+  EXPECT_EQ(values_of(out[1]), (std::vector<double>{0, 0.5, 0.5}));
+}
+
+// An op without a rule on the way is an error naming it and the line it was recorded at.
+TEST(GradCheck, AMissingRuleNamesTheOpAndItsLine) {
+  Graph g = parse_graph(GRAPH("%0: f64[1,1,4,4], %1: f64[1,1,3,3]",
+                              "  %2: f64[1,1,2,2] = conv(%0, %1) {stride=[1,1], padding=[0,0,0,0], dilation=[1,1], groups=1} loc(\"net.cpp\":12)\n"
+                              "  %3: f64[] = sum(%2) {dims=[], keepdim=false}",
+                              "%3"));
+  GradientRequest request{{g.outputs()[0]}, {}, {g.inputs()[0]}};
+  try {
+    add_gradients(g, request);
+    FAIL() << "expected an error";
+  } catch (const Error& e) {
+    std::string what = e.what();
+    EXPECT_NE(what.find("op 'conv'"), std::string::npos) << what;
+    EXPECT_NE(what.find("net.cpp:12"), std::string::npos) << what;
+    EXPECT_NE(what.find("no gradient rule for 'conv' yet"), std::string::npos) << what;
+  }
+}
+
+// Differentiating a value of several elements needs its gradient: the error says so.
+TEST(GradCheck, ANonScalarWithoutASeedIsAnError) {
+  Graph g = parse_graph(GRAPH("%0: f64[3]", "  %1: f64[3] = exp(%0)", "%1"));
+  GradientRequest request{{g.outputs()[0]}, {}, {g.inputs()[0]}};
+  EXPECT_THROW(add_gradients(g, request), Error);
+}
+
+// Gradient nodes say whose gradient they are, in messages and in the text form (which parses back).
+TEST(GradCheck, GradientNodesCarryTheForwardNodesLineMarkedAsItsGradient) {
+  Graph g = parse_graph(GRAPH("%0: f64[4], %1: f64[4]",
+                              "  %2: f64[4] = mul(%0, %1) loc(\"net.cpp\":3 scope=\"head\")\n"
+                              "  %3: f64[] = sum(%2) {dims=[], keepdim=false}",
+                              "%3"));
+  GradientRequest request{{g.outputs()[0]}, {}, {g.inputs()[0]}};
+  Value* dx = add_gradients(g, request)[0];
+  EXPECT_EQ(dx->producer->provenance.str(), "gradient of mul at net.cpp:3 [head]");
+  g.add_output(dx);
+  const std::string text = print_graph(g);
+  EXPECT_NE(text.find("grad=\"mul\""), std::string::npos) << text;
+  EXPECT_EQ(print_graph(parse_graph(text)), text);
+}
+
+// Every op says how gradients pass it. The ones still without a rule are listed here, so a new
+// rule (or a new op) updates this list on purpose.
+TEST(GradCheck, OpsWithoutAGradientRuleYetAreExactlyThese) {
+  std::vector<std::string> missing;
+  for (size_t k = 0; k < kOpCount; ++k)
+    if (op_def(OpKind(k)).gradient == Gradient::Missing) missing.push_back(std::string(op_name(OpKind(k))));
+  EXPECT_EQ(missing, (std::vector<std::string>{"mod", "conv", "conv_transpose", "max_pool", "avg_pool",
+                                               "global_avg_pool", "layer_norm", "batch_norm", "group_norm",
+                                               "slice", "gather", "index_select", "pad", "tile"}));
+  for (size_t k = 0; k < kOpCount; ++k)
+    if (op_def(OpKind(k)).gradient == Gradient::Rule) EXPECT_TRUE(op_def(OpKind(k)).vjp) << op_name(OpKind(k));
+}
+
+}  // namespace
+}  // namespace kiln
