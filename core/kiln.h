@@ -1,6 +1,7 @@
 // kiln's public API: #include <kiln/kiln.h>.
 #pragma once
 
+#include "core/frontend/autograd.h"
 #include "core/frontend/compile.h"
 #include "core/frontend/device.h"
 #include "core/frontend/factories.h"

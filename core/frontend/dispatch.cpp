@@ -3,6 +3,7 @@
 
 #include <cmath>
 
+#include "core/frontend/autograd.h"
 #include "core/frontend/lazy.h"
 #include "core/frontend/scope.h"
 #include "core/frontend/tracer.h"
@@ -40,6 +41,9 @@ std::vector<Tensor> run_eager(OpKind kind, const std::vector<Tensor>& inputs, co
   if (kind == OpKind::Reshape) {
     auto impl = std::make_shared<TensorImpl>(inputs[0].impl());
     impl->type = out_types[0];
+    impl->requires_grad = false;  // the view's own history is recorded by record_for_autograd
+    impl->grad_fn = nullptr;
+    impl->grad = nullptr;
     outputs.emplace_back(std::move(impl));
     return outputs;
   }
@@ -91,6 +95,7 @@ std::vector<Tensor> run_op_at(OpKind kind, const std::vector<Tensor>& inputs, co
   auto eager = [&] { return run_eager(kind, inputs, full, in_types, out_types, where); };
   std::vector<Tensor> outputs =  // checked mode (core/runtime/checked.h): NaN/Inf, index range
       checked_mode() ? run_checked(kind, inputs, attrs, where, eager) : eager();
+  record_for_autograd(kind, full, where, inputs, outputs);
   if (t_observer) t_observer(kind, where, outputs);
   return outputs;
 }

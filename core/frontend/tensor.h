@@ -18,6 +18,7 @@ namespace kiln {
 
 struct Value;
 class Tracer;
+struct AutogradNode;  // core/frontend/autograd.h
 
 // A list of sizes that may hold symbolic dims: {2, -1}, {x.shape(0), 4}, or a std::vector.
 class Dims {
@@ -38,6 +39,12 @@ struct TensorImpl {
   std::shared_ptr<Buffer> buffer;  // eager: device memory, shared with reshaped views
   Value* value = nullptr;          // traced: the graph value this tensor stands for
   Tracer* tracer = nullptr;
+  // Eager autograd (core/frontend/autograd.h): a leaf the user marked, or the output of an op
+  // recorded because an input required grad (grad_fn, and which of its outputs this is).
+  bool requires_grad = false;
+  std::shared_ptr<AutogradNode> grad_fn;
+  int grad_fn_output = 0;
+  std::shared_ptr<TensorImpl> grad;  // a leaf's accumulated gradient
 };
 
 class Tensor {
@@ -57,6 +64,19 @@ class Tensor {
   DType dtype() const;
   Device device() const;
   const TensorType& type() const;
+
+  // Autograd, as libtorch's. requires_grad_ marks a floating-point leaf whose gradient backward()
+  // accumulates into grad(); ops on such tensors record what their backward needs.
+  Tensor& requires_grad_(bool requires_grad = true, Loc loc = Loc::current());
+  bool requires_grad() const;
+  // Undefined until a backward reaches this leaf; later backwards add to it.
+  Tensor grad() const;
+  // Differentiates this one-element tensor (or, with `gradient` of its shape, <gradient, this>)
+  // with respect to every leaf that requires grad, adding the results to their grad().
+  void backward(Loc loc = Loc::current()) const;
+  void backward(const Tensor& gradient, Loc loc = Loc::current()) const;
+  // The same data with no autograd history.
+  Tensor detach() const;
 
   // A copy on another device (a no-op handle copy when already there).
   Tensor to(Device device, Loc loc = Loc::current()) const;

@@ -1,0 +1,251 @@
+// Eager autograd: recording, the backward graph built from the records, and the Tensor methods.
+#include "core/frontend/autograd.h"
+
+#include <map>
+#include <mutex>
+
+#include "core/autodiff/reverse.h"
+#include "core/frontend/dispatch.h"
+#include "core/ir/text.h"
+#include "core/runtime/compile_graph.h"
+
+namespace kiln {
+namespace {
+
+thread_local bool t_grad_enabled = true;
+
+Tensor saved_tensor(const TensorType& type, const std::shared_ptr<Buffer>& buffer, Device device) {
+  auto impl = std::make_shared<TensorImpl>();
+  impl->type = type;
+  impl->device = device;
+  impl->buffer = buffer;
+  return Tensor(std::move(impl));
+}
+
+// The recorded ops behind some tensors, as a Graph whose inputs are the leaves and other tensors
+// the ops read (bound[i] binds input i).
+class RecordedGraph {
+ public:
+  Value* value_of(const Tensor& t) {
+    const TensorImpl& impl = t.impl();
+    if (impl.grad_fn) {
+      build(impl.grad_fn.get());
+      return nodes_.at(impl.grad_fn.get())->outputs.at(size_t(impl.grad_fn_output));
+    }
+    auto it = inputs_.find(&impl);
+    if (it != inputs_.end()) return it->second;
+    Value* v = graph_.add_input(impl.type);
+    inputs_.emplace(&impl, v);
+    bound_.push_back(t);
+    return v;
+  }
+  // After differentiation: every forward value becomes an input bound to its saved data, so the
+  // gradient graph reads what the forward ops computed instead of computing it again.
+  void bind_forward_values() {
+    for (const AutogradNode* n : order_) {
+      Node* node = nodes_.at(n);
+      for (size_t k = 0; k < node->outputs.size(); ++k) {
+        Value* in = graph_.add_input(node->outputs[k]->type);
+        bound_.push_back(saved_tensor(n->output_types[k], n->outputs[k], n->device));
+        graph_.replace_uses(node->outputs[k], in);
+      }
+    }
+  }
+  Graph& graph() { return graph_; }
+  const std::vector<Tensor>& bound() const { return bound_; }
+
+ private:
+  // Post-order without recursion: recorded chains can be longer than the stack is deep.
+  void build(const AutogradNode* root) {
+    std::vector<std::pair<const AutogradNode*, size_t>> stack{{root, 0}};
+    while (!stack.empty()) {
+      auto& [n, next] = stack.back();
+      if (nodes_.count(n)) {
+        stack.pop_back();
+        continue;
+      }
+      if (next < n->inputs.size()) {
+        const TensorImpl& in = n->inputs[next++].impl();
+        if (in.grad_fn && !nodes_.count(in.grad_fn.get())) stack.push_back({in.grad_fn.get(), 0});
+        continue;
+      }
+      std::vector<Value*> ins;
+      for (const Tensor& t : n->inputs) ins.push_back(value_of(t));
+      nodes_[n] = graph_.add_node_typed(n->kind, ins, n->attrs, n->output_types, n->where);
+      order_.push_back(n);
+      stack.pop_back();
+    }
+  }
+
+  Graph graph_;
+  std::map<const TensorImpl*, Value*> inputs_;
+  std::map<const AutogradNode*, Node*> nodes_;
+  std::vector<const AutogradNode*> order_;
+  std::vector<Tensor> bound_;
+};
+
+// The gradient program for a graph structure on a device, compiled on first use.
+std::vector<Tensor> run_gradient_graph(Graph& graph, const std::vector<Tensor>& inputs, Device device) {
+  static std::mutex mutex;
+  static std::map<std::string, std::unique_ptr<DeviceProgram>> programs;
+  std::string key = print_graph(graph) + "\n" + device.name();
+  for (const Tensor& t : inputs) key += "\n" + t.type().str();
+  DeviceProgram* program;
+  {
+    std::lock_guard lock(mutex);
+    std::unique_ptr<DeviceProgram>& slot = programs[key];
+    if (!slot) {
+      if (programs.size() > 1024) {  // a cap against unbounded growth, not an eviction policy
+        programs.clear();
+        return run_gradient_graph(graph, inputs, device);
+      }
+      slot = compile_graph(graph, device).program;
+    }
+    program = slot.get();
+  }
+  NoGradGuard no_grad;
+  return program->run(inputs);
+}
+
+// Gradients of the roots (seeded) with respect to `wrt`, or to every leaf reached that requires
+// grad when `wrt` is empty (then `leaves` receives them).
+std::vector<Tensor> differentiate(const std::vector<Tensor>& roots, const std::vector<Tensor>& seeds,
+                                  const std::vector<Tensor>& wrt, std::vector<Tensor>* leaves) {
+  RecordedGraph recorded;
+  GradientRequest request;
+  for (const Tensor& r : roots) request.outputs.push_back(recorded.value_of(r));
+  for (const Tensor& s : seeds) request.seeds.push_back(s.defined() ? recorded.value_of(s.detach()) : nullptr);
+  if (!wrt.empty()) {
+    for (const Tensor& w : wrt) request.wrt.push_back(recorded.value_of(w));
+  } else {
+    for (size_t i = 0; i < recorded.bound().size(); ++i) {
+      const Tensor& t = recorded.bound()[i];
+      if (t.impl().requires_grad && !t.impl().grad_fn) {
+        request.wrt.push_back(recorded.graph().inputs()[i]);
+        leaves->push_back(t);
+      }
+    }
+  }
+  if (request.wrt.empty()) return {};
+  std::vector<Value*> grads = add_gradients(recorded.graph(), request);
+  recorded.bind_forward_values();
+  recorded.graph().set_outputs(grads);
+  recorded.graph().remove_dead_nodes();
+  return run_gradient_graph(recorded.graph(), recorded.bound(), roots[0].device());
+}
+
+void check_differentiable(const Tensor& t, const char* what, const Loc& loc) {
+  if (!t.defined()) throw Error(std::string(what) + " at " + short_location(loc) + ": the tensor is undefined");
+  if (t.is_traced())
+    throw Error(std::string(what) + " at " + short_location(loc) +
+                ": inside a compiled function; compiled training steps are not built yet");
+  if (!t.requires_grad())
+    throw Error(std::string(what) + " at " + short_location(loc) + ": the " + t.type().str() +
+                " tensor does not require grad; no input of the ops that made it does (mark a leaf "
+                "with requires_grad_())");
+}
+
+}  // namespace
+
+bool grad_mode_enabled() { return t_grad_enabled; }
+
+NoGradGuard::NoGradGuard() : before_(t_grad_enabled) { t_grad_enabled = false; }
+NoGradGuard::~NoGradGuard() { t_grad_enabled = before_; }
+
+void record_for_autograd(OpKind kind, const AttrMap& attrs, const Provenance& where,
+                         const std::vector<Tensor>& inputs, std::vector<Tensor>& outputs) {
+  if (!t_grad_enabled) return;
+  bool any = false;
+  for (const Tensor& t : inputs) any = any || t.impl().requires_grad;
+  if (!any || op_def(kind).gradient == Gradient::None) return;
+  auto node = std::make_shared<AutogradNode>();
+  node->kind = kind;
+  node->attrs = attrs;
+  node->where = where;
+  node->inputs = inputs;
+  node->device = outputs.empty() ? inputs[0].device() : outputs[0].device();
+  for (const Tensor& out : outputs) {
+    node->output_types.push_back(out.type());
+    node->outputs.push_back(out.impl().buffer);
+  }
+  for (size_t k = 0; k < outputs.size(); ++k) {
+    TensorImpl& impl = outputs[k].impl();
+    if (!is_floating(impl.type.dtype)) continue;
+    impl.requires_grad = true;
+    impl.grad_fn = node;
+    impl.grad_fn_output = int(k);
+  }
+}
+
+std::vector<Tensor> grad(const std::vector<Tensor>& outputs, const std::vector<Tensor>& inputs, Loc loc) {
+  if (outputs.empty()) throw Error("kiln::grad at " + short_location(loc) + ": no outputs to differentiate");
+  for (const Tensor& o : outputs) check_differentiable(o, "kiln::grad", loc);
+  for (const Tensor& i : inputs)
+    if (!i.defined() || !i.requires_grad())
+      throw Error("kiln::grad at " + short_location(loc) + ": an input " +
+                  (i.defined() ? i.type().str() : std::string("(undefined)")) + " does not require grad");
+  if (inputs.empty()) return {};
+  try {
+    return differentiate(outputs, {}, inputs, nullptr);
+  } catch (const Error& e) {
+    throw Error("kiln::grad at " + short_location(loc) + ": " + e.what());
+  }
+}
+
+Tensor& Tensor::requires_grad_(bool requires_grad, Loc loc) {
+  TensorImpl& i = impl();
+  if (i.value)
+    throw Error("requires_grad_() at " + short_location(loc) + " on a traced tensor: mark it before compiling");
+  if (requires_grad && !is_floating(i.type.dtype))
+    throw Error("requires_grad_() at " + short_location(loc) + ": only floating-point tensors can require "
+                "gradients, this one is " + i.type.str());
+  if (!requires_grad && i.grad_fn)
+    throw Error("requires_grad_(false) at " + short_location(loc) + ": the tensor is the result of an op "
+                "that recorded its gradient; use detach() for a copy without history");
+  i.requires_grad = requires_grad;
+  return *this;
+}
+
+bool Tensor::requires_grad() const { return impl().requires_grad; }
+
+Tensor Tensor::grad() const {
+  const TensorImpl& i = impl();
+  return i.grad ? Tensor(i.grad) : Tensor();
+}
+
+Tensor Tensor::detach() const {
+  const TensorImpl& i = impl();
+  auto impl = std::make_shared<TensorImpl>();
+  impl->type = i.type;
+  impl->device = i.device;
+  impl->buffer = i.buffer;
+  impl->value = i.value;
+  impl->tracer = i.tracer;
+  return Tensor(std::move(impl));
+}
+
+void Tensor::backward(Loc loc) const { backward(Tensor(), loc); }
+
+void Tensor::backward(const Tensor& gradient, Loc loc) const {
+  check_differentiable(*this, "backward()", loc);
+  if (!gradient.defined() && numel() != 1)
+    throw Error("backward() at " + short_location(loc) + ": the tensor is " + type().str() +
+                "; a tensor of more than one element needs backward(gradient) with a gradient of its shape");
+  if (gradient.defined() && (gradient.type().str() != type().str() || gradient.device() != device()))
+    throw Error("backward(gradient) at " + short_location(loc) + ": the gradient is " + gradient.type().str() +
+                " on " + gradient.device().name() + ", the tensor " + type().str() + " on " + device().name());
+  std::vector<Tensor> leaves, grads;
+  try {
+    grads = differentiate({*this}, {gradient}, {}, &leaves);
+  } catch (const Error& e) {
+    throw Error("backward() at " + short_location(loc) + ": " + e.what());
+  }
+  NoGradGuard no_grad;
+  for (size_t i = 0; i < leaves.size(); ++i) {
+    TensorImpl& leaf = leaves[i].impl();
+    Tensor sum = leaf.grad ? Tensor(leaf.grad) + grads[i] : grads[i];
+    leaf.grad = sum.impl_ptr();
+  }
+}
+
+}  // namespace kiln
