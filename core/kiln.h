@@ -6,6 +6,7 @@
 #include "core/frontend/device.h"
 #include "core/frontend/factories.h"
 #include "core/frontend/losses.h"
+#include "core/frontend/optim.h"
 #include "core/frontend/nn/nn.h"
 #include "core/frontend/ops.h"
 #include "core/frontend/tensor.h"

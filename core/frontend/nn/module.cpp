@@ -96,6 +96,12 @@ void Module::collect(const std::string& prefix, Select select,
   for (auto& [child_name, child] : children_) child->collect(prefix + child_name + ".", select, out);
 }
 
+std::vector<Tensor*> Module::parameters() {
+  std::vector<Tensor*> out;
+  for (auto& [name, tensor] : named_parameters()) out.push_back(tensor);
+  return out;
+}
+
 std::vector<std::pair<std::string, Tensor*>> Module::named_parameters() {
   std::vector<std::pair<std::string, Tensor*>> out;
   collect("", Select::Parameters, out);

@@ -44,6 +44,9 @@ class Module {
 
   // Ordered (dotted name, tensor) lists, recursive: own entries first, then each child's.
   std::vector<std::pair<std::string, Tensor*>> named_parameters();
+  // The parameters alone, in the same order: what an optimizer takes. They do not require grad
+  // until marked (`for (Tensor* p : m.parameters()) p->requires_grad_();`).
+  std::vector<Tensor*> parameters();
   std::vector<std::pair<std::string, Tensor*>> named_buffers();
   // Parameters and buffers together, in PyTorch's state_dict order.
   std::vector<std::pair<std::string, Tensor*>> named_tensors();
