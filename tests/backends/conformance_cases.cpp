@@ -193,23 +193,23 @@ std::vector<ProgramCase> program_cases() {
                   Tensor v = transpose(x[0] * x[1] + x[2], 1, 2);  // a view of the group's value joins it
                   return relu(v) - exp(-abs(v)) * 0.5;
                 }},
-               1, std::nullopt});
+               1, std::nullopt, 1});
   c.push_back({{"reduce_producers_epilogue", [] { return std::vector<Tensor>{rnd({6, 5, 40}, 203), rnd({40}, 204)}; },
                 [](auto& x) { return sigmoid(sum(exp(x[0] * 0.1) * x[1], {1}) * 0.5 + 1.0); }},
-               1, std::nullopt});
+               1, std::nullopt, 1});
   c.push_back({{"matmul_bias_relu", [] { return std::vector<Tensor>{rnd({64, 96}, 205), rnd({96, 64}, 206), rnd({64}, 207)}; },
                 [](auto& x) { return relu(matmul(x[0], x[1]) + x[2]); }, 1e-4, 1e-4},
-               std::nullopt, OpKind::MatMul});
+               1, OpKind::MatMul, 2});
   c.push_back({{"softmax_of_pointwise", [] { return std::vector<Tensor>{rnd({16, 64}, 208), rnd({64}, 209)}; },
                 [](auto& x) { return softmax(x[0] * 0.5 + x[1], 1); }, 1e-5, 1e-6},
-               std::nullopt, OpKind::Softmax});
+               2, OpKind::Softmax, 2});  // softmax takes no pointwise producers
   c.push_back({{"layer_norm_residual",
                 [] { return std::vector<Tensor>{rnd({8, 64}, 210), rnd({8, 64}, 211), rnd({64}, 212), rnd({64}, 213)}; },
                 [](auto& x) { return layer_norm(x[0] + x[1], {64}, x[2], x[3]) * 2.0; }, 1e-4, 1e-5},
-               std::nullopt, OpKind::LayerNorm});
+               3, OpKind::LayerNorm, 3});  // nor does layer_norm, nor an epilogue
   c.push_back({{"conv2d_bias_relu", [] { return std::vector<Tensor>{rnd({2, 3, 10, 10}, 214), rnd({8, 3, 3, 3}, 215), rnd({8}, 216)}; },
                 [](auto& x) { return relu(conv2d(x[0], x[1], x[2], 1, 1)); }, 1e-4, 1e-5},
-               std::nullopt, OpKind::Conv});
+               1, OpKind::Conv, 2});
   return c;
 }
 

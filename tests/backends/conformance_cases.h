@@ -21,11 +21,14 @@ struct OpCase {
 std::vector<OpCase> op_cases();
 
 // A compiled program of several ops, with the shape its program must have on devices that
-// generate code.
+// generate code: at most `kernels` kernels (fused groups; a kernel may take several launches);
+// where the device has a template for template_op, that template runs (it takes no epilogue, so
+// one more kernel may follow it).
 struct ProgramCase {
   OpCase program;
-  std::optional<int64_t> kernels;  // launches per run, where fusion must reach exactly this many
-  std::optional<OpKind> template_op;  // a device with a template for this op must run it
+  int64_t kernels = 1;
+  std::optional<OpKind> template_op;
+  int64_t kernels_with_template = 1;
 };
 
 std::vector<ProgramCase> program_cases();
