@@ -86,10 +86,11 @@ const std::vector<ProgramCase>& programs() {
 }
 
 // kiln::compile needs a function of separate Tensor arguments; a case takes a vector. Builds the
-// fullgraph-compiled function of N tensors that calls the case, runs it once and returns its
-// output with the compile's stats and bundle.
+// fullgraph-compiled function of N tensors that calls the case and runs it twice: the first call
+// compiles, the second replays the cached program over the same arena, which must leave the first
+// call's output intact.
 struct CompiledRun {
-  Tensor output;
+  Tensor output, replayed;
   CompileStats stats;
   trace::Bundle bundle;
 };
@@ -102,7 +103,8 @@ CompiledRun run_compiled_n(const OpCase& oc, const std::vector<Tensor>& x, std::
   auto fn = [&oc](TensorArg<I>... a) -> Tensor { return oc.run({a...}); };
   auto compiled = compile(fn, CompileOptions{.fullgraph = true, .name = oc.name});
   Tensor out = compiled(x[I]...);
-  return {out, compiled.stats(), compiled.bundle()};
+  Tensor again = compiled(x[I]...);
+  return {out, again, compiled.stats(), compiled.bundle()};
 }
 
 template <size_t N>
@@ -162,6 +164,7 @@ size_t launches(const trace::Bundle& b) {
 // per graph node, each kernel one or more launches, and an arena that holds the program's peak.
 void expect_sane_program(const CompiledRun& r, const std::string& name) {
   EXPECT_EQ(r.stats.compiles, 1) << name;
+  EXPECT_EQ(r.stats.cache_hits, 1) << name << ": the second call did not replay the program";
   EXPECT_EQ(r.stats.graph_breaks, 0) << name;
   EXPECT_EQ(r.stats.eager_calls, 0) << name;
   EXPECT_EQ(r.bundle.kind, "program") << name << ": the device ran the graph node by node";
@@ -225,6 +228,7 @@ TEST_P(Conformance, MatchesCpuReference) {
     const CompiledRun r = run_compiled(oc, moved);
     expect_sane_program(r, oc.name);
     expect_matches(r.output, expected, dev, oc, "compiled");
+    expect_matches(r.replayed, expected, dev, oc, "compiled, replayed");
   }
   expect_no_validation_messages(dev);
 }
@@ -271,7 +275,9 @@ TEST_P(ConformanceProgram, MatchesCpuReference) {
     EXPECT_EQ(template_launches(r.bundle), 0u) << oc.name;
   EXPECT_LE(int64_t(r.bundle.kernels.size()), has_template ? pc.kernels_with_template : pc.kernels)
       << oc.name << ": fusion left the program split";
-  expect_matches(r.output, oc.run(host), dev, oc, "compiled");
+  const Tensor expected = oc.run(host);
+  expect_matches(r.output, expected, dev, oc, "compiled");
+  expect_matches(r.replayed, expected, dev, oc, "compiled, replayed");
   expect_no_validation_messages(dev);
 }
 
