@@ -193,23 +193,28 @@ std::vector<ProgramCase> program_cases() {
                   Tensor v = transpose(x[0] * x[1] + x[2], 1, 2);  // a view of the group's value joins it
                   return relu(v) - exp(-abs(v)) * 0.5;
                 }},
-               1, std::nullopt, 1});
+               1, std::nullopt, 1,
+               [] { return std::vector<Tensor>{rnd({3, 6, 8}, 220), rnd({6, 8}, 221), rnd({8}, 222)}; }});
   c.push_back({{"reduce_producers_epilogue", [] { return std::vector<Tensor>{rnd({6, 5, 40}, 203), rnd({40}, 204)}; },
                 [](auto& x) { return sigmoid(sum(exp(x[0] * 0.1) * x[1], {1}) * 0.5 + 1.0); }},
-               1, std::nullopt, 1});
+               1, std::nullopt, 1, [] { return std::vector<Tensor>{rnd({7, 9, 40}, 223), rnd({40}, 224)}; }});
   c.push_back({{"matmul_bias_relu", [] { return std::vector<Tensor>{rnd({64, 96}, 205), rnd({96, 64}, 206), rnd({64}, 207)}; },
                 [](auto& x) { return relu(matmul(x[0], x[1]) + x[2]); }, 1e-4, 1e-4},
-               1, OpKind::MatMul, 2});
+               1, OpKind::MatMul, 2,
+               [] { return std::vector<Tensor>{rnd({80, 96}, 225), rnd({96, 64}, 226), rnd({64}, 227)}; }});
   c.push_back({{"softmax_of_pointwise", [] { return std::vector<Tensor>{rnd({16, 64}, 208), rnd({64}, 209)}; },
                 [](auto& x) { return softmax(x[0] * 0.5 + x[1], 1); }, 1e-5, 1e-6},
-               2, OpKind::Softmax, 2});  // softmax takes no pointwise producers
+               2, OpKind::Softmax, 2,  // softmax takes no pointwise producers
+               [] { return std::vector<Tensor>{rnd({5, 64}, 228), rnd({64}, 229)}; }});
   c.push_back({{"layer_norm_residual",
                 [] { return std::vector<Tensor>{rnd({8, 64}, 210), rnd({8, 64}, 211), rnd({64}, 212), rnd({64}, 213)}; },
                 [](auto& x) { return layer_norm(x[0] + x[1], {64}, x[2], x[3]) * 2.0; }, 1e-4, 1e-5},
-               3, OpKind::LayerNorm, 3});  // nor does layer_norm, nor an epilogue
+               3, OpKind::LayerNorm, 3,  // nor does layer_norm, nor an epilogue
+               [] { return std::vector<Tensor>{rnd({3, 64}, 230), rnd({3, 64}, 231), rnd({64}, 232), rnd({64}, 233)}; }});
   c.push_back({{"conv2d_bias_relu", [] { return std::vector<Tensor>{rnd({2, 3, 10, 10}, 214), rnd({8, 3, 3, 3}, 215), rnd({8}, 216)}; },
                 [](auto& x) { return relu(conv2d(x[0], x[1], x[2], 1, 1)); }, 1e-4, 1e-5},
-               1, OpKind::Conv, 2});
+               1, OpKind::Conv, 2,
+               [] { return std::vector<Tensor>{rnd({3, 3, 12, 10}, 234), rnd({8, 3, 3, 3}, 235), rnd({8}, 236)}; }});
   return c;
 }
 

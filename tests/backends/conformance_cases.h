@@ -29,6 +29,9 @@ struct ProgramCase {
   int64_t kernels = 1;
   std::optional<OpKind> template_op;
   int64_t kernels_with_template = 1;
+  // The same program's inputs with other sizes (a batch or spatial dim changed): a recompile
+  // that must match the reference too.
+  std::function<std::vector<Tensor>()> resized_inputs;
 };
 
 std::vector<ProgramCase> program_cases();

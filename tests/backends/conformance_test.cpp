@@ -88,39 +88,55 @@ const std::vector<ProgramCase>& programs() {
 // kiln::compile needs a function of separate Tensor arguments; a case takes a vector. Builds the
 // fullgraph-compiled function of N tensors that calls the case and runs it twice: the first call
 // compiles, the second replays the cached program over the same arena, which must leave the first
-// call's output intact.
+// call's output intact. Given inputs of other sizes, a third call recompiles them (Dynamic::Auto
+// makes the changed dims symbolic).
 struct CompiledRun {
   Tensor output, replayed;
-  CompileStats stats;
+  CompileStats stats;  // after the two calls
   trace::Bundle bundle;
+  Tensor resized;  // the third call's, when there is one
+  CompileStats resized_stats;
 };
 
 template <size_t>
 using TensorArg = const Tensor&;
 
 template <size_t... I>
-CompiledRun run_compiled_n(const OpCase& oc, const std::vector<Tensor>& x, Mode mode, std::index_sequence<I...>) {
+CompiledRun run_compiled_n(const OpCase& oc, const std::vector<Tensor>& x, const std::vector<Tensor>& resized,
+                           Mode mode, std::index_sequence<I...>) {
   auto fn = [&oc](TensorArg<I>... a) -> Tensor { return oc.run({a...}); };
   auto compiled = compile(fn, CompileOptions{.mode = mode, .fullgraph = true, .name = oc.name});
-  Tensor out = compiled(x[I]...);
-  Tensor again = compiled(x[I]...);
-  return {out, again, compiled.stats(), compiled.bundle()};
+  CompiledRun r;
+  r.output = compiled(x[I]...);
+  r.replayed = compiled(x[I]...);
+  r.stats = compiled.stats();
+  r.bundle = compiled.bundle();
+  if (!resized.empty()) {
+    r.resized = compiled(resized[I]...);
+    r.resized_stats = compiled.stats();
+  }
+  return r;
 }
 
 template <size_t N>
-CompiledRun run_compiled_of(const OpCase& oc, const std::vector<Tensor>& x, Mode mode) {
-  return run_compiled_n(oc, x, mode, std::make_index_sequence<N>{});
+CompiledRun run_compiled_of(const OpCase& oc, const std::vector<Tensor>& x, const std::vector<Tensor>& resized,
+                            Mode mode) {
+  return run_compiled_n(oc, x, resized, mode, std::make_index_sequence<N>{});
 }
+
+using CompiledRunner = CompiledRun (*)(const OpCase&, const std::vector<Tensor>&, const std::vector<Tensor>&, Mode);
 
 template <size_t... N>
 constexpr auto compiled_runners(std::index_sequence<N...>) {
-  return std::array<CompiledRun (*)(const OpCase&, const std::vector<Tensor>&, Mode), sizeof...(N)>{&run_compiled_of<N>...};
+  return std::array<CompiledRunner, sizeof...(N)>{&run_compiled_of<N>...};
 }
 
-CompiledRun run_compiled(const OpCase& oc, const std::vector<Tensor>& x, Mode mode = Mode::Default) {
+CompiledRun run_compiled(const OpCase& oc, const std::vector<Tensor>& x, Mode mode = Mode::Default,
+                         const std::vector<Tensor>& resized = {}) {
   static constexpr auto runners = compiled_runners(std::make_index_sequence<16>{});
   if (x.size() >= runners.size()) throw Error("conformance: case " + oc.name + " has too many inputs");
-  return runners[x.size()](oc, x, mode);
+  if (!resized.empty() && resized.size() != x.size()) throw Error("conformance: case " + oc.name + " resized arity");
+  return runners[x.size()](oc, x, resized, mode);
 }
 
 // Every element within atol + rtol * |reference|; NaN matches NaN. Null computes nothing: there
@@ -267,10 +283,13 @@ TEST_P(ConformanceProgram, MatchesCpuReference) {
   std::vector<Tensor> moved;
   for (const Tensor& t : host) moved.push_back(t.to(dev));
   const Tensor expected = oc.run(host);
+  const std::vector<Tensor> resized = pc.resized_inputs();
+  std::vector<Tensor> resized_moved;
+  for (const Tensor& t : resized) resized_moved.push_back(t.to(dev));
   // ReduceOverhead records the launches at the first call and replays the recording at the second.
   for (Mode mode : {Mode::Default, Mode::ReduceOverhead}) {
     SCOPED_TRACE(mode == Mode::Default ? "Mode::Default" : "Mode::ReduceOverhead");
-    const CompiledRun r = run_compiled(oc, moved, mode);
+    const CompiledRun r = run_compiled(oc, moved, mode, resized_moved);
     expect_sane_program(r, oc.name);
     const bool has_template = pc.template_op && dev.backend().has_template(*pc.template_op);
     if (has_template)
@@ -281,6 +300,9 @@ TEST_P(ConformanceProgram, MatchesCpuReference) {
         << oc.name << ": fusion left the program split";
     expect_matches(r.output, expected, dev, oc, "compiled");
     expect_matches(r.replayed, expected, dev, oc, "compiled, replayed");
+    EXPECT_EQ(r.resized_stats.recompiles, 1) << oc.name << ": other sizes did not recompile";
+    EXPECT_EQ(r.resized_stats.graph_breaks, 0) << oc.name;
+    expect_matches(r.resized, oc.run(resized), dev, oc, "compiled, other sizes");
     expect_no_validation_messages(dev);
   }
 }
