@@ -258,6 +258,13 @@ std::string op_param_name(const ::testing::TestParamInfo<OpParam>& info) {
 
 INSTANTIATE_TEST_SUITE_P(AllOps, Conformance, ::testing::ValuesIn(op_params()), op_param_name);
 
+// A misspelt name would drop a case from the emulator without a word.
+TEST(ConformanceCases, EmulatedSubsetNamesExistingCases) {
+  std::set<std::string> names;
+  for (const OpCase& oc : ops()) EXPECT_TRUE(names.insert(oc.name).second) << "two cases named " << oc.name;
+  for (const std::string& name : kEmulatedOpCases) EXPECT_TRUE(names.count(name)) << "no op case named " << name;
+}
+
 // --- compiled programs of several ops: fused kernels and templates --------------------------------
 
 struct ProgramParam {
