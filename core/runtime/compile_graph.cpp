@@ -30,13 +30,13 @@ ProgramStages run_program_stages(const Graph& graph, Backend& backend, const Pro
     throw Error("compile_graph: backend '" + backend.name() + "' generates no code; its graphs run on the interpreter");
 
   KernelSchedule schedule = schedule_kernels(graph, backend, options.fuse, options.max_autotune);  // fusion
-  dump.write("fusion", "txt", print_schedule(schedule));
+  if (dump.enabled()) dump.write("fusion", "txt", print_schedule(schedule));
 
   LoweredProgram program = lower_schedule(graph, schedule);  // kernel IR per kernel
-  dump.write("lower", "txt", print_lowered_program(program));
+  if (dump.enabled()) dump.write("lower", "txt", print_lowered_program(program));
 
   emit_program(program, *target);  // source in the backend's dialect
-  dump.write("emit", program.language, print_sources(program));
+  if (dump.enabled()) dump.write("emit", program.language, print_sources(program));
 
   KernelPrograms compiled = compile_kernels(program, backend);  // backend compile
 
@@ -44,7 +44,7 @@ ProgramStages run_program_stages(const Graph& graph, Backend& backend, const Pro
   try {
     memory = plan_program_memory(program.values, program.kernels, traced_bindings(program.input_types),
                                  backend.caps().max_buffer_bytes);
-    dump.write("memory-plan", "txt", print_program_memory(memory));
+    if (dump.enabled()) dump.write("memory-plan", "txt", print_program_memory(memory));
   } catch (const Error& e) {
     log::debug("compile_graph: no memory plan for the traced shapes yet: " + std::string(e.what()));
   }
