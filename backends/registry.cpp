@@ -1,6 +1,8 @@
 // The list of backends compiled into this build, and device lookup across them.
+#include <cstdlib>
 #include <map>
 #include <mutex>
+#include <vector>
 
 #include "backends/backend.h"
 #include "core/support/error.h"
@@ -52,10 +54,38 @@ namespace {
 struct OpenBackends {
   std::mutex mutex;
   std::map<std::pair<BackendKind, int>, std::unique_ptr<Backend>> map;
+  std::vector<std::pair<BackendKind, int>> opened;  // in the order they opened
 };
 OpenBackends& open_backends() {
   static OpenBackends open;
   return open;
+}
+
+// At exit each backend closes right after what was created once it had opened, and before the
+// libraries it loaded while opening (the Vulkan driver and validation layer) run their static
+// destructors: those are registered after the registry itself, so a backend the registry destroyed
+// would call into a layer whose state is gone (its frees were dropped: lavapipe kept every block).
+// exit() runs handlers last-registered first, so each handler closes the latest backend still open.
+void close_latest_backend() {
+  OpenBackends& o = open_backends();
+  std::unique_ptr<Backend> closing;
+  {
+    std::lock_guard lock(o.mutex);
+    if (o.opened.empty()) return;
+    auto it = o.map.find(o.opened.back());
+    o.opened.pop_back();
+    if (it == o.map.end()) return;
+    closing = std::move(it->second);
+    o.map.erase(it);
+  }
+}
+
+Backend& add_open_backend(OpenBackends& o, std::pair<BackendKind, int> key,
+                          std::unique_ptr<Backend> backend) {
+  Backend& ref = *o.map.emplace(key, std::move(backend)).first->second;
+  o.opened.push_back(key);
+  std::atexit(close_latest_backend);
+  return ref;
 }
 }  // namespace
 
@@ -65,7 +95,7 @@ Backend& install_backend(BackendKind kind, int index, std::unique_ptr<Backend> b
   if (o.map.count({kind, index}))
     throw Error(std::string("device ") + backend_kind_name(kind) + ":" + std::to_string(index) +
                 " is already open: install a backend for it before first use");
-  return *o.map.emplace(std::make_pair(kind, index), std::move(backend)).first->second;
+  return add_open_backend(o, {kind, index}, std::move(backend));
 }
 
 Backend& backend_for(BackendKind kind, int index) {
@@ -83,10 +113,7 @@ Backend& backend_for(BackendKind kind, int index) {
       throw Error(std::string("device ") + backend_kind_name(kind) + ":" + std::to_string(index) +
                   " is not available" + (why.empty() ? "" : ": " + why) + " (" +
                   std::to_string(devices.size()) + " such device(s) found)");
-    auto backend = f.open(index);
-    Backend& ref = *backend;
-    open.emplace(key, std::move(backend));
-    return ref;
+    return add_open_backend(open_backends(), key, f.open(index));
   }
   throw Error(std::string("backend '") + backend_kind_name(kind) +
               "' is not built into this kiln (not implemented yet, or its SDK was missing at build "

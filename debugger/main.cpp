@@ -23,12 +23,13 @@ struct Args : kiln::debugger::WindowOptions {
   int kernel = -1;
 };
 
-int usage(const char* why) {
-  std::fprintf(stderr,
+// --help prints to stdout and succeeds; a usage error prints to stderr and exits 2.
+int usage(const char* why, int code = 2) {
+  std::fprintf(code == 0 ? stdout : stderr,
                "kiln-debug: %s\nusage: kiln-debug [--headless] [--frames N] [--screenshot out.png] [--size WxH]\n"
                "                  [--kernel K] [--export-trace t.json] [--export-dot g.dot] BUNDLE_DIR\n",
                why);
-  return 2;
+  return code;
 }
 
 }  // namespace
@@ -49,7 +50,7 @@ int main(int argc, char** argv) {
     else if (a == "--size" && (v = value())) {
       if (std::sscanf(v, "%dx%d", &args.width, &args.height) != 2 || args.width < 64 || args.height < 64)
         return usage("--size wants WxH, e.g. 1600x1000");
-    } else if (a == "-h" || a == "--help") return usage("a debugger for kiln trace bundles");
+    } else if (a == "-h" || a == "--help") return usage("a debugger for kiln trace bundles", 0);
     else if (!a.empty() && a[0] == '-') return usage(("unknown or incomplete option " + a).c_str());
     else if (args.dir.empty()) args.dir = a;
     else return usage("one bundle directory, please");

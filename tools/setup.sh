@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Installs every Debian package kiln builds, tests and runs with. Safe to re-run.
-# --with-torch also installs the Python packages that export the reference models (tools/test.sh).
+# --with-torch also installs the Python packages that export the reference models (tools/test.sh);
+# --sanitize the symbolizer the sanitizer reports use (tools/test.sh --sanitize).
 set -euo pipefail
 
 packages=(
@@ -11,9 +12,13 @@ packages=(
   nlohmann-json3-dev
   libonnx-dev libonnx-testdata libprotobuf-dev protobuf-compiler
 )
-if [[ "${1:-}" == "--with-torch" ]]; then
-  packages+=(python3-torch python3-torchvision python3-onnx)
-fi
+for arg in "$@"; do
+  case "$arg" in
+    --with-torch) packages+=(python3-torch python3-torchvision python3-onnx) ;;
+    --sanitize) packages+=(llvm-14) ;;  # llvm-symbolizer-14
+    *) echo "setup: unknown option $arg (--with-torch, --sanitize)" >&2; exit 2 ;;
+  esac
+done
 
 missing=()
 for p in "${packages[@]}"; do

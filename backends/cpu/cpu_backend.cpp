@@ -45,10 +45,12 @@ class CpuBackend : public Backend {
   std::unique_ptr<Buffer> alloc(size_t bytes) override { return std::make_unique<HostBuffer>(bytes); }
   void upload(Buffer& dst, const void* src, size_t bytes, size_t offset) override {
     check_range(dst, bytes, offset, "upload");
+    if (bytes == 0) return;  // src may be null (an empty tensor's data), which memcpy forbids
     std::memcpy(static_cast<char*>(data_of(&dst)) + offset, src, bytes);
   }
   void download(const Buffer& src, void* dst, size_t bytes, size_t offset) override {
     check_range(src, bytes, offset, "download");
+    if (bytes == 0) return;
     std::memcpy(dst, static_cast<const char*>(data_of(&src)) + offset, bytes);
   }
 

@@ -38,7 +38,7 @@ struct CaptureSource {
   TensorType type;
   Device device;
   Tensor fixed;          // !from_module: the handle the trace captured
-  bool owned_elsewhere;  // !from_module: someone besides the trace held it when compiled
+  bool owned_elsewhere = false;  // !from_module: someone besides the trace held it when compiled
 };
 
 // A shape decision (`x.shape(0) > 10`) and the module scope it was made in.

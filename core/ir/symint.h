@@ -60,9 +60,9 @@ const char* guard_op_text(GuardOp op);
 // One shape decision made while tracing: `lhs op rhs` was `result`.
 struct ShapeGuard {
   SymInt lhs;
-  GuardOp op;
+  GuardOp op = GuardOp::Eq;
   SymInt rhs;
-  bool result;
+  bool result = false;
   std::optional<std::source_location> where;
 };
 

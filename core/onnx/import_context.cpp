@@ -78,7 +78,7 @@ std::vector<int64_t> NodeContext::constant_ints(size_t i, const std::string& wha
   for (int64_t k = 0; k < lit.numel(); ++k) out.push_back(int64_t(lit.element(k)));
   // element() goes through double: exact below 2^53, and i64 extremes (INT64_MAX as "to the end")
   // come back saturated, which is what slicing wants.
-  if (lit.dtype == DType::I64) {
+  if (lit.dtype == DType::I64 && lit.numel() > 0) {  // an empty vector's data() may be null
     out.resize(size_t(lit.numel()));
     std::memcpy(out.data(), lit.bytes.data(), out.size() * 8);
   }

@@ -1,16 +1,52 @@
 # Installs the build into a scratch prefix, then configures, builds and runs the consumer project
-# against it: proves `cmake --install` + find_package(kiln) + kiln::kiln work.
+# against it: proves `cmake --install` + find_package(kiln) + kiln::kiln work, and that every
+# installed program starts from the prefix on its own (no LD_LIBRARY_PATH, the build tree unused).
+# DEBUGGER: set when kiln-debug was built (so it must be installed); MODEL: an ONNX model to run.
 set(work ${BUILD_DIR}/install-test)
 file(REMOVE_RECURSE ${work})
 function(step)
   execute_process(COMMAND ${ARGN} RESULT_VARIABLE rc OUTPUT_VARIABLE out ERROR_VARIABLE err)
   if(NOT rc EQUAL 0)
-    message(FATAL_ERROR "step failed: ${ARGN}\n${out}\n${err}")
+    message(FATAL_ERROR "step failed (${rc}): ${ARGN}\n${out}\n${err}")
   endif()
   message("${out}")
+  set(step_out "${out}" PARENT_SCOPE)
 endfunction()
-step(${CMAKE_COMMAND} --install ${BUILD_DIR} --prefix ${work}/prefix)
+# An installed program, run the way a user runs it: nothing in the environment points at a library.
+function(installed)
+  step(${CMAKE_COMMAND} -E env --unset=LD_LIBRARY_PATH ${ARGN})
+  set(step_out "${step_out}" PARENT_SCOPE)
+endfunction()
+set(prefix ${work}/prefix)
+step(${CMAKE_COMMAND} --install ${BUILD_DIR} --prefix ${prefix})
+
+set(expected kiln)
+if(DEBUGGER)
+  list(APPEND expected kiln-debug)
+endif()
+foreach(program ${expected})
+  if(NOT EXISTS ${prefix}/bin/${program})
+    message(FATAL_ERROR "${program} was built but not installed into ${prefix}/bin")
+  endif()
+endforeach()
+file(GLOB programs ${prefix}/bin/*)
+foreach(program ${programs})
+  installed(${program} --help)
+  if(step_out STREQUAL "")
+    message(FATAL_ERROR "${program} --help printed nothing")
+  endif()
+endforeach()
+installed(${prefix}/bin/kiln devices)
+if(NOT step_out MATCHES "cpu:0  cpu \\(reference\\)")
+  message(FATAL_ERROR "installed kiln devices does not list the cpu:\n${step_out}")
+endif()
+# The installed kiln writes a trace bundle and the installed kiln-debug opens it without a display.
+if(DEBUGGER AND MODEL AND EXISTS ${MODEL})
+  installed(${prefix}/bin/kiln run ${MODEL} --backend cpu --debug-dir ${work}/bundle)
+  installed(${prefix}/bin/kiln-debug --headless --frames 1 ${work}/bundle)
+endif()
+
 step(${CMAKE_COMMAND} -S ${SOURCE_DIR}/tests/install/consumer -B ${work}/build -G Ninja
-     -DCMAKE_PREFIX_PATH=${work}/prefix)
+     -DCMAKE_PREFIX_PATH=${prefix})
 step(${CMAKE_COMMAND} --build ${work}/build)
 step(${work}/build/consumer)

@@ -129,11 +129,13 @@ std::unique_ptr<Buffer> CudaEmulatedBackend::alloc(size_t bytes) { return std::m
 
 void CudaEmulatedBackend::upload(Buffer& dst, const void* src, size_t bytes, size_t offset) {
   if (offset + bytes > dst.bytes()) throw Error("cuda-emulated: upload past the end of a buffer");
+  if (bytes == 0) return;  // src may be null (an empty tensor's data), which memcpy forbids
   std::memcpy(host(dst).data() + offset, src, bytes);
 }
 
 void CudaEmulatedBackend::download(const Buffer& src, void* dst, size_t bytes, size_t offset) {
   if (offset + bytes > src.bytes()) throw Error("cuda-emulated: download past the end of a buffer");
+  if (bytes == 0) return;
   std::memcpy(dst, host(src).data() + offset, bytes);
 }
 

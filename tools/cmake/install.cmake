@@ -6,6 +6,15 @@ install(TARGETS kiln EXPORT kilnTargets
   ARCHIVE DESTINATION ${CMAKE_INSTALL_LIBDIR}
   LIBRARY DESTINATION ${CMAKE_INSTALL_LIBDIR}
   RUNTIME DESTINATION ${CMAKE_INSTALL_BINDIR})
+# The installed programs, each finding the installed libkiln.so next to it (no LD_LIBRARY_PATH).
+# tests/install/run_install_test.cmake runs every one of them from the prefix.
+set(KILN_INSTALLED_PROGRAMS kiln-cli kiln-debug)
+foreach(program ${KILN_INSTALLED_PROGRAMS})
+  if(TARGET ${program})
+    set_target_properties(${program} PROPERTIES INSTALL_RPATH "$ORIGIN/../${CMAKE_INSTALL_LIBDIR}")
+    install(TARGETS ${program} RUNTIME DESTINATION ${CMAKE_INSTALL_BINDIR})
+  endif()
+endforeach()
 install(FILES core/kiln.h DESTINATION ${CMAKE_INSTALL_INCLUDEDIR}/kiln)
 foreach(dir core backends)
   install(DIRECTORY ${dir}/ DESTINATION ${CMAKE_INSTALL_INCLUDEDIR}/kiln/${dir}

@@ -62,6 +62,14 @@ std::vector<fs::path> numbered(const fs::path& dir, const std::string& prefix, c
   return out;
 }
 
+// The case's directory name, also for "DIR/case/" and "." (whose filename() is empty or ".").
+std::string case_name(const fs::path& dir) {
+  fs::path p = fs::absolute(dir).lexically_normal();
+  if (!p.has_filename()) p = p.parent_path();
+  const std::string name = p.filename().string();
+  return name.empty() ? dir.string() : name;
+}
+
 std::vector<fs::path> collect_cases(const std::vector<std::string>& dirs) {
   std::vector<fs::path> cases;
   for (const std::string& d : dirs) {
@@ -339,7 +347,7 @@ int cmd_test_onnx(const std::vector<std::string>& args) {
     Progress progress("test-onnx " + device.name(), cases.size());
     const auto start = std::chrono::steady_clock::now();
     for (const fs::path& dir : cases) {
-      const std::string name = dir.filename().string();
+      const std::string name = case_name(dir);
       progress.step(name);
       std::string reason;
       RunConfig cfg;
