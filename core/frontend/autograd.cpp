@@ -2,7 +2,6 @@
 #include "core/frontend/autograd.h"
 
 #include <map>
-#include <mutex>
 
 #include "core/autodiff/reverse.h"
 #include "core/frontend/dispatch.h"
@@ -84,27 +83,20 @@ class RecordedGraph {
   std::vector<Tensor> bound_;
 };
 
-// The gradient program for a graph structure on a device, compiled on first use.
+// The gradient program for a graph structure on a device, compiled on first use. The cache is per
+// thread: thread_local objects are destroyed at exit before the backends close (their atexit
+// handlers run after), so no program outlives the device it runs on.
 std::vector<Tensor> run_gradient_graph(Graph& graph, const std::vector<Tensor>& inputs, Device device) {
-  static std::mutex mutex;
-  static std::map<std::string, std::unique_ptr<DeviceProgram>> programs;
+  thread_local std::map<std::string, std::unique_ptr<DeviceProgram>> programs;
   std::string key = print_graph(graph) + "\n" + device.name();
   for (const Tensor& t : inputs) key += "\n" + t.type().str();
-  DeviceProgram* program;
-  {
-    std::lock_guard lock(mutex);
-    std::unique_ptr<DeviceProgram>& slot = programs[key];
-    if (!slot) {
-      if (programs.size() > 1024) {  // a cap against unbounded growth, not an eviction policy
-        programs.clear();
-        return run_gradient_graph(graph, inputs, device);
-      }
-      slot = compile_graph(graph, device).program;
-    }
-    program = slot.get();
+  auto it = programs.find(key);
+  if (it == programs.end()) {
+    if (programs.size() >= 1024) programs.clear();  // a cap against unbounded growth
+    it = programs.emplace(key, compile_graph(graph, device).program).first;
   }
   NoGradGuard no_grad;
-  return program->run(inputs);
+  return it->second->run(inputs);
 }
 
 // Gradients of the roots (seeded) with respect to `wrt`, or to every leaf reached that requires

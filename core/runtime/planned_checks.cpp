@@ -92,7 +92,7 @@ std::map<int, Tensor> PlannedProgram::read_values(const std::vector<int>& value_
                                                   const std::function<Binding(int)>& where) const {
   std::map<int, Tensor> out;
   for (int v : value_numbers) {
-    const ValueInfo& info = values_[size_t(v)];
+    const ProgramValue& info = values_[size_t(v)];
     if (info.graph_id < 0 || out.count(info.graph_id)) continue;
     std::vector<int64_t> dims = dims_of(info.type.shape);
     std::vector<uint8_t> bytes(bytes_of(v));
@@ -115,11 +115,11 @@ std::map<int, Tensor> PlannedProgram::run_kernel(size_t k, const std::map<int, T
                 std::to_string(schedule_.size()) + " kernels");
   if (!prepared_) throw Error("planned program: run_kernel needs a run() first, which fixes the input shapes");
   if (!stream_) stream_ = backend_.create_stream();
-  const KernelSteps& ks = schedule_[k];
+  const ProgramKernel& ks = schedule_[k];
   std::map<int, Binding> where;
   std::vector<Tensor> keep;  // device copies of the inputs, alive until the launches finish
   for (int v : ks.reads) {
-    const ValueInfo& info = values_[size_t(v)];
+    const ProgramValue& info = values_[size_t(v)];
     auto it = inputs.find(info.graph_id);
     if (it == inputs.end())
       throw Error("planned program: kernel " + std::to_string(k) + " '" + kernels_[k].name + "' reads " +
@@ -144,7 +144,7 @@ std::map<int, Tensor> PlannedProgram::run_kernel(size_t k, const std::map<int, T
   stream_->sync();
   std::map<int, Tensor> out;
   for (int v : ks.writes) {
-    const ValueInfo& info = values_[size_t(v)];
+    const ProgramValue& info = values_[size_t(v)];
     if (info.graph_id < 0) continue;
     auto impl = std::make_shared<TensorImpl>();
     impl->type = {info.type.dtype, make_shape(dims_of(info.type.shape))};
@@ -175,7 +175,7 @@ void PlannedProgram::run_kernels_checked(
       for (int id : n.inputs)
         if (!values.count(id) && !made.count(id))
           for (size_t v = 0; v < values_.size(); ++v)
-            if (values_[v].graph_id == id && values_[v].storage != Storage::Arena) numbers.push_back(int(v));
+            if (values_[v].graph_id == id && values_[v].storage != ValueStorage::Arena) numbers.push_back(int(v));
     for (auto& [id, t] : read_values(numbers, where)) values[id] = std::move(t);
   };
   auto replay = [&](size_t k, std::map<int, Tensor> values, const std::string& why) {
@@ -189,7 +189,7 @@ void PlannedProgram::run_kernels_checked(
   };
   size_t next = 0;
   for (size_t k = 0; k < schedule_.size(); ++k) {
-    const KernelSteps& ks = schedule_[k];
+    const ProgramKernel& ks = schedule_[k];
     std::map<int, Tensor> inputs;
     bool have_inputs = false;
     // An in-place kernel overwrites an input: read them while they still hold what it read.

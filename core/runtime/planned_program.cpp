@@ -48,12 +48,12 @@ PlannedProgram::PlannedProgram(ProgramStages stages, Device device, const Progra
     if (!c.literal.bytes.empty()) backend_.upload(*constants_.back(), c.literal.bytes.data(), c.literal.bytes.size());
     constant_nodes_.push_back(c.node_id);
   }
-  for (const KernelSteps& ks : schedule_) {
+  for (const ProgramKernel& ks : schedule_) {
     step_programs_.emplace_back();
     for (const ProgramStep& s : ks.steps) step_programs_.back().push_back(&program_for(s));
   }
   stats_.nodes = program.graph_nodes;
-  for (const KernelSteps& k : schedule_) stats_.kernels += int64_t(k.steps.size());
+  for (const ProgramKernel& k : schedule_) stats_.kernels += int64_t(k.steps.size());
   // The plan for the traced shapes, so stats are known before the first run (empty when the
   // traced sizes could not be planned).
   use_plan(std::move(memory));
@@ -69,7 +69,7 @@ const Program& PlannedProgram::program_for(const ProgramStep& s) {
 // The backend's tuned template for a lone template_candidate op at these sizes (the same choice eager
 // execution makes), or nothing to keep the generic kernel.
 std::optional<PlannedProgram::LaunchPlan> PlannedProgram::template_launch(
-    const KernelSteps& ks, const std::map<std::string, int64_t>& bindings) {
+    const ProgramKernel& ks, const std::map<std::string, int64_t>& bindings) {
   std::vector<BufferView> ins, outs;
   for (int v : ks.node_inputs)
     ins.push_back({nullptr, values_[size_t(v)].type.dtype, concrete_dims(values_[size_t(v)].type.shape, bindings)});
@@ -116,7 +116,7 @@ std::map<std::string, int64_t> PlannedProgram::bind(const std::vector<Tensor>& i
 }
 
 size_t PlannedProgram::bytes_of(int value) const {
-  const ValueInfo& v = values_[size_t(value)];
+  const ProgramValue& v = values_[size_t(value)];
   return size_t(numel(concrete_dims(v.type.shape, bindings_))) * dtype_size(v.type.dtype);
 }
 
@@ -171,7 +171,7 @@ void PlannedProgram::prepare(const std::map<std::string, int64_t>& bindings) {
   }
   launches_.clear();
   for (size_t k = 0; k < schedule_.size(); ++k) {
-    const KernelSteps& ks = schedule_[k];
+    const ProgramKernel& ks = schedule_[k];
     if (ks.template_op)
       if (std::optional<LaunchPlan> t = template_launch(ks, bindings)) {
         launches_.push_back(std::move(*t));
@@ -194,9 +194,9 @@ void PlannedProgram::prepare(const std::map<std::string, int64_t>& bindings) {
   owned_outputs_.clear();
   copied_inputs_.assign(input_types_.size(), nullptr);
   for (int v : output_values_) {
-    const ValueInfo& info = values_[size_t(v)];
+    const ProgramValue& info = values_[size_t(v)];
     int64_t n = numel(concrete_dims(info.type.shape, bindings));
-    bool copy = n > 0 && (info.storage != Storage::Output || options_.reduce_overhead);
+    bool copy = n > 0 && (info.storage != ValueStorage::Output || options_.reduce_overhead);
     output_copies_.push_back(copy ? copy_launch(info.type.dtype, n) : LaunchPlan{nullptr, {}, {}, {}});
   }
   if (options_.reduce_overhead) {
@@ -213,17 +213,17 @@ void PlannedProgram::prepare(const std::map<std::string, int64_t>& bindings) {
 
 PlannedProgram::Binding PlannedProgram::resolve(int value, const std::vector<Tensor>& inputs,
                                                 const std::vector<std::shared_ptr<Buffer>>& outputs) const {
-  const ValueInfo& v = values_[size_t(value)];
+  const ProgramValue& v = values_[size_t(value)];
   switch (v.storage) {
-    case Storage::Input:
+    case ValueStorage::Input:
       if (options_.reduce_overhead) return {owned_inputs_[size_t(v.index)].get(), 0};
       return {inputs[size_t(v.index)].impl().buffer.get(), 0};
-    case Storage::Constant:
+    case ValueStorage::Constant:
       return {constants_[size_t(v.index)].get(), 0};
-    case Storage::Output:
+    case ValueStorage::Output:
       if (options_.reduce_overhead) return {owned_outputs_[size_t(v.index)].get(), 0};
       return {outputs[size_t(v.index)].get(), 0};
-    case Storage::Arena: {
+    case ValueStorage::Arena: {
       const Placement& p = plan_.placements.at(size_t(plan_index_.at(size_t(value))));
       return {arenas_[size_t(p.arena)].get(), p.offset};
     }
@@ -309,7 +309,7 @@ std::vector<Tensor> PlannedProgram::run(const std::vector<Tensor>& inputs) {
   }
   for (size_t i = 0; i < output_copies_.size(); ++i) {
     if (!output_copies_[i].program || first_output.at(output_values_[i]) != i) continue;
-    Binding src = options_.reduce_overhead && values_[size_t(output_values_[i])].storage == Storage::Output
+    Binding src = options_.reduce_overhead && values_[size_t(output_values_[i])].storage == ValueStorage::Output
                       ? Binding{owned_outputs_[size_t(values_[size_t(output_values_[i])].index)].get(), 0}
                       : resolve(output_values_[i], inputs, fresh);
     launch(output_copies_[i], {src, {fresh[i].get(), 0}});

@@ -80,16 +80,13 @@ class PlannedProgram : public DeviceProgram {
   std::map<int, Tensor> run_kernel(size_t k, const std::map<int, Tensor>& inputs);
 
  private:
-  using Storage = ValueStorage;
-  using ValueInfo = ProgramValue;
-  using KernelSteps = ProgramKernel;
   struct LaunchPlan {  // one launch for the current shapes
     const Program* program;
     std::vector<int> args;
     std::vector<uint8_t> push_constants;
     std::array<uint32_t, 3> groups;
     int kernel = -1;  // schedule_ index; -1 for input/output copies
-    int step = -1;    // index into its KernelSteps::steps; -1 for a template
+    int step = -1;    // index into its ProgramKernel::steps; -1 for a template
   };
   struct Binding {
     Buffer* buffer;
@@ -97,7 +94,7 @@ class PlannedProgram : public DeviceProgram {
   };
 
   const Program& program_for(const ProgramStep& step);
-  std::optional<LaunchPlan> template_launch(const KernelSteps& ks,
+  std::optional<LaunchPlan> template_launch(const ProgramKernel& ks,
                                             const std::map<std::string, int64_t>& bindings);
   std::map<std::string, int64_t> bind(const std::vector<Tensor>& inputs) const;
   void plan_for(const std::map<std::string, int64_t>& bindings);
@@ -121,8 +118,8 @@ class PlannedProgram : public DeviceProgram {
   ProgramStats stats_;
   std::vector<TensorType> input_types_;
   std::vector<int> output_values_;  // value number per graph output
-  std::vector<ValueInfo> values_;
-  std::vector<KernelSteps> schedule_;
+  std::vector<ProgramValue> values_;
+  std::vector<ProgramKernel> schedule_;
   std::vector<PlannedKernel> kernels_;
   std::vector<int> constant_nodes_;
   std::vector<std::unique_ptr<Buffer>> constants_;

@@ -154,5 +154,25 @@ TEST(Optim, SgdFitsALineThroughBackward) {
   EXPECT_NEAR(fc.parameters()[1]->item<float>(), -1.0f, 1e-3f);
 }
 
+// The README's training loop, as written there, on seeded data: the loss goes down.
+TEST(Optim, TheReadmeTrainingLoopLowersTheLoss) {
+  Tensor x = randn({32, 64}, Device::cpu(), 1);
+  Tensor labels = cast(floor(rand({32}, Device::cpu(), 2) * 10.0), DType::I64);
+  nn::Linear fc1(64, 128), fc2(128, 10);
+  std::vector<Tensor*> params = fc1.parameters();
+  for (Tensor* p : fc2.parameters()) params.push_back(p);
+  for (Tensor* p : params) p->requires_grad_();
+  optim::AdamW opt(params, {.lr = 1e-3});
+  float first = 0, last = 0;
+  for (int step = 0; step < 100; ++step) {
+    opt.zero_grad();
+    Tensor loss = cross_entropy(fc2(gelu(fc1(x))), labels);  // labels: int64 class indices
+    loss.backward();  // gradients of every leaf that requires grad, in p->grad()
+    opt.step();       // updates each parameter in place: the modules see the new weights
+    (step == 0 ? first : last) = loss.item<float>();
+  }
+  EXPECT_LT(last, 0.1f * first) << "32 samples memorized by a 64-128-10 net in 100 AdamW steps";
+}
+
 }  // namespace
 }  // namespace kiln
