@@ -70,8 +70,8 @@ std::string op_signature(const OpRun& run) {
 
 }  // namespace
 
-KernelRunner::KernelRunner(Backend& backend, kernel::Dialect dialect, KernelRunnerOptions options)
-    : backend_(backend), dialect_(dialect), options_(std::move(options)) {}
+KernelRunner::KernelRunner(Backend& backend, KernelRunnerOptions options)
+    : backend_(backend), options_(std::move(options)) {}
 
 KernelRunner::~KernelRunner() {
   // Queued launches reference the programs destroyed below.
@@ -90,8 +90,11 @@ KernelRunnerStats KernelRunner::stats() const {
 
 Stream& KernelRunner::stream() {
   if (!stream_) {
+    std::optional<kernel::CodegenTarget> target = backend_.codegen();
+    if (!target) throw Error("KernelRunner: backend '" + backend_.name() + "' declares no code generation target");
     stream_ = backend_.create_stream();
     caps_ = backend_.caps();
+    target_ = *target;
   }
   return *stream_;
 }
@@ -131,15 +134,13 @@ const KernelRunner::Planned& KernelRunner::plan(const OpRun& run) {
     for (const TensorType& t : lowered.temps)
       planned->temp_bytes.push_back(
           std::max<size_t>(size_t(numel(t.shape).value()) * dtype_size(t.dtype), 4));
-    kernel::EmitOptions emit_options;
-    emit_options.dialect = dialect_;
-    emit_options.texel_reads = emit_options.vec4_pointwise = caps_.is_cpu;
+    const kernel::EmitOptions emit_options = kernel::emit_options_for(target_);
     for (const kernel::LoweredOp::Step& s : lowered.steps) {
       int64_t elements = s.kernel.elements();
       if (elements == 0) continue;
       kernel::EmittedKernel emitted = kernel::emit(s.kernel.kernel, emit_options);
       Planned::Step step;
-      step.program = &program_for(s.kernel.kernel.name, emitted.source, kernel::language_of(dialect_));
+      step.program = &program_for(s.kernel.kernel.name, emitted.source, kernel::language_of(target_.dialect));
       step.args = s.args;
       std::vector<int32_t> params = s.kernel.param_values();
       step.push_constants.resize(params.size() * sizeof(int32_t));

@@ -37,7 +37,8 @@ struct KernelRunnerStats {
 
 class KernelRunner {
  public:
-  KernelRunner(Backend& backend, kernel::Dialect dialect, KernelRunnerOptions options = {});
+  // Kernels are emitted for what `backend` declares (Backend::codegen()), read at the first op.
+  explicit KernelRunner(Backend& backend, KernelRunnerOptions options = {});
   ~KernelRunner();
 
   // Queues the op's launches; Constant ops upload at once.
@@ -60,8 +61,8 @@ class KernelRunner {
   Stream& stream();
 
   Backend& backend_;
-  kernel::Dialect dialect_;
   KernelRunnerOptions options_;
+  kernel::CodegenTarget target_;
   DeviceCaps caps_;
   mutable std::mutex mutex_;
   std::unique_ptr<Stream> stream_;

@@ -287,7 +287,7 @@ class CudaBackend : public Backend {
   DeviceCaps caps_;
   // Eager ops take the same templates as compiled programs; sm_ is read at planning time, after
   // the constructor has set it.
-  KernelRunner runner_{*this, kernel::Dialect::Cuda,
+  KernelRunner runner_{*this,
                        {.templates = [this](const OpRun& run, const DeviceCaps& caps) {
                          return plan_cuda_template(run, caps, sm_);
                        }}};

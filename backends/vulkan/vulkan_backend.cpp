@@ -200,7 +200,7 @@ class VulkanBackendImpl : public VulkanBackend {
   std::string device_key_;  // set in the constructor, before anything reads it
   MatmulAutotuner autotuner_{*this, disk_, device_key_};
   // Last: its programs and queued launches go first.
-  KernelRunner runner_{*this, kernel::Dialect::Glsl,
+  KernelRunner runner_{*this,
                        {.templates =
                             with_conv_template(glsl_template_planner({.autotuner = &autotuner_}))}};
 };

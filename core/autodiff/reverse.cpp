@@ -58,18 +58,7 @@ std::vector<Value*> add_gradients(Graph& graph, const GradientRequest& request) 
                                                            "' at " + out->producer->provenance.str() + ")"
                                                      : std::string()) +
                     "; a value of more than one element needs an explicit gradient of its shape");
-      Literal one;
-      one.dtype = out->type.dtype;
-      one.bytes.resize(dtype_size(one.dtype));
-      const double v = 1.0;
-      convert_elements(&v, DType::F64, one.bytes.data(), one.dtype, 1);
-      AttrMap attrs;
-      attrs.set("value", std::make_shared<const Literal>(std::move(one)));
-      Value* scalar = graph.add_node(OpKind::Constant, {}, attrs, Provenance{}.gradient_of("backward"))->output();
-      AttrMap shape;
-      shape.set("shape", out->type.shape);
-      seed = out->type.shape.empty() ? scalar
-                                     : graph.add_node(OpKind::Reshape, {scalar}, shape, Provenance{}.gradient_of("backward"))->output();
+      seed = add_filled(graph, 1.0, out->type, Provenance{}.gradient_of("backward"));
     }
     accumulate(out, seed, Provenance{}.gradient_of("backward"));
   }
@@ -111,22 +100,8 @@ std::vector<Value*> add_gradients(Graph& graph, const GradientRequest& request) 
 
   std::vector<Value*> result;
   for (Value* w : request.wrt) {
-    auto g = grads.find(w);
-    if (g != grads.end()) {
-      result.push_back(g->second);
-      continue;
-    }
-    // Unconnected: zeros of its type.
-    Literal zero;
-    zero.dtype = w->type.dtype;
-    zero.bytes.resize(dtype_size(zero.dtype));
-    AttrMap attrs;
-    attrs.set("value", std::make_shared<const Literal>(std::move(zero)));
-    Value* scalar = graph.add_node(OpKind::Constant, {}, attrs, Provenance{}.gradient_of("backward"))->output();
-    AttrMap shape;
-    shape.set("shape", w->type.shape);
-    result.push_back(w->type.shape.empty() ? scalar
-                                           : graph.add_node(OpKind::Expand, {scalar}, shape, Provenance{}.gradient_of("backward"))->output());
+    auto g = grads.find(w);  // zeros where nothing connects w to an output
+    result.push_back(g != grads.end() ? g->second : add_filled(graph, 0.0, w->type, Provenance{}.gradient_of("backward")));
   }
   return result;
 }

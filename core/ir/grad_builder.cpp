@@ -7,6 +7,16 @@
 
 namespace kiln {
 
+Value* add_filled(Graph& graph, double value, const TensorType& type, const Provenance& provenance) {
+  auto lit = std::make_shared<Literal>();
+  lit->dtype = type.dtype;
+  lit->bytes.resize(dtype_size(type.dtype));
+  convert_elements(&value, DType::F64, lit->bytes.data(), type.dtype, 1);
+  Value* scalar = graph.add_node(OpKind::Constant, {}, {{"value", std::shared_ptr<const Literal>(lit)}}, provenance)->output();
+  if (type.shape.empty()) return scalar;
+  return graph.add_node(OpKind::Expand, {scalar}, {{"shape", type.shape}}, provenance)->output();
+}
+
 GradBuilder::GradBuilder(Graph& graph, const Node& node, std::vector<Value*> output_grads,
                          std::vector<bool> wanted)
     : graph_(graph),
@@ -30,23 +40,9 @@ std::vector<Value*> GradBuilder::op_outputs(OpKind kind, const std::vector<Value
   return graph_.add_node(kind, inputs, attrs, provenance_)->outputs;
 }
 
-Value* GradBuilder::scalar(double value, DType dtype) {
-  Literal lit;
-  lit.dtype = dtype;
-  lit.bytes.resize(dtype_size(dtype));
-  convert_elements(&value, DType::F64, lit.bytes.data(), dtype, 1);
-  AttrMap attrs;
-  attrs.set("value", std::make_shared<const Literal>(std::move(lit)));
-  return op(OpKind::Constant, {}, attrs);
-}
+Value* GradBuilder::scalar(double value, DType dtype) { return add_filled(graph_, value, {dtype, {}}, provenance_); }
 
-Value* GradBuilder::zeros(const TensorType& type) {
-  Value* zero = scalar(0.0, type.dtype);
-  if (type.shape.empty()) return zero;
-  AttrMap attrs;
-  attrs.set("shape", type.shape);
-  return op(OpKind::Expand, {zero}, attrs);
-}
+Value* GradBuilder::zeros(const TensorType& type) { return add_filled(graph_, 0.0, type, provenance_); }
 
 Value* GradBuilder::sum_to(Value* g, const Shape& shape) {
   const Shape& from = g->type.shape;

@@ -10,6 +10,10 @@
 
 namespace kiln {
 
+// A `type` value filled with `value`: one rank-0 constant, expanded unless `type` is rank 0
+// (symbolic dims stay symbolic).
+Value* add_filled(Graph& graph, double value, const TensorType& type, const Provenance& provenance);
+
 class GradBuilder {
  public:
   // `output_grads`: one per output of `node`, nullptr where no gradient reaches it. `wanted`: per

@@ -618,4 +618,12 @@ std::array<uint32_t, 3> launch_groups(int64_t elements, int workgroup_size) {
   return {uint32_t(x), uint32_t(y), 1};
 }
 
+EmitOptions emit_options_for(const CodegenTarget& target) {
+  EmitOptions options;
+  options.dialect = target.dialect;
+  options.texel_reads = target.texel_reads;
+  options.vec4_pointwise = target.vec4_pointwise;
+  return options;
+}
+
 }  // namespace kiln::kernel

@@ -51,6 +51,8 @@ struct EmittedKernel {
 };
 
 EmittedKernel emit(const Kernel& kernel, const EmitOptions& options);
+// The options a backend's declared target asks for (Backend::codegen()).
+EmitOptions emit_options_for(const CodegenTarget& target);
 // The __global__ function name CUDA kernels are emitted with by default.
 std::string cuda_entry_name();
 // Everything a non-standalone kernel of `dialect` needs before it, for all dtypes.

@@ -38,6 +38,8 @@ struct PipelineOptions {
 // runs passes in order, verifying the graph after each one; a pass that throws or leaves an invalid
 // graph raises a kiln::Error naming it. Returns one record per pass.
 std::vector<Pass> standard_pipeline();
+// options.dump_dir, else $KILN_DUMP_IR, else "" (no dump).
+std::string dump_directory(const PipelineOptions& options);
 std::vector<PassRecord> run_pipeline(Graph& graph, const std::vector<Pass>& passes,
                                      const PipelineOptions& options = {});
 

@@ -67,12 +67,6 @@ std::string stats_str(const PassStats& stats) {
   return s.empty() ? "(no statistics)" : s;
 }
 
-std::string dump_directory(const PipelineOptions& options) {
-  if (!options.dump_dir.empty()) return options.dump_dir;
-  const char* env = std::getenv("KILN_DUMP_IR");
-  return env ? env : "";
-}
-
 void write_dump(const std::filesystem::path& file, const std::string& header, const std::string& ir) {
   std::ofstream out(file, std::ios::binary | std::ios::trunc);
   out << header << ir;
@@ -86,6 +80,12 @@ std::string numbered(size_t index, const std::string& name) {
 }
 
 }  // namespace
+
+std::string dump_directory(const PipelineOptions& options) {
+  if (!options.dump_dir.empty()) return options.dump_dir;
+  const char* env = std::getenv("KILN_DUMP_IR");
+  return env ? env : "";
+}
 
 std::vector<PassRecord> run_pipeline(Graph& graph, const std::vector<Pass>& passes,
                                      const PipelineOptions& options) {

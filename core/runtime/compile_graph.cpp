@@ -53,16 +53,6 @@ ProgramStages run_program_stages(const Graph& graph, Backend& backend, const Pro
   return {*target, std::move(program), std::move(compiled), std::move(memory)};
 }
 
-namespace {
-
-std::string dump_directory(const PipelineOptions& options) {
-  if (!options.dump_dir.empty()) return options.dump_dir;
-  const char* env = std::getenv("KILN_DUMP_IR");
-  return env ? env : "";
-}
-
-}  // namespace
-
 CompiledGraph compile_graph(Graph& graph, Device device, const CompileGraphOptions& options) {
   CompiledGraph out;
   PipelineOptions pipeline = options.pipeline;

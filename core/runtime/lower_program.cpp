@@ -177,25 +177,20 @@ void emit_program(LoweredProgram& program, const kernel::CodegenTarget& target) 
     for (const PlannedNode& n : info.nodes)
       if (!n.provenance.empty() && n.provenance.origins.front().imported.empty())
         source_lines[n.id] = {n.provenance.origins.front().file, int(n.provenance.origins.front().line)};
-  kernel::EmitOptions options;
-  options.dialect = target.dialect;
-  options.texel_reads = target.texel_reads;
-  options.vec4_pointwise = target.vec4_pointwise;
+  kernel::EmitOptions options = kernel::emit_options_for(target);
   if (target.dialect == kernel::Dialect::Cuda)
     options.source_line = [&source_lines](int id) {
       auto it = source_lines.find(id);
       return it == source_lines.end() ? kernel::SourceLine{} : it->second;
     };
   program.language = kernel::language_of(target.dialect);
-  for (size_t k = 0; k < program.kernels.size(); ++k) {
-    program.kernel_info[k].sources.clear();
-    for (ProgramStep& s : program.kernels[k].steps) {
+  for (ProgramKernel& pk : program.kernels) {
+    for (ProgramStep& s : pk.steps) {
       kernel::EmittedKernel emitted = kernel::emit(s.kernel.kernel, options);
       s.source = std::move(emitted.source);
       s.line_origins = std::move(emitted.line_origins);
       s.workgroup_size = emitted.workgroup_size;
       s.elements_per_invocation = emitted.elements_per_invocation;
-      program.kernel_info[k].sources.push_back(s.source);
     }
   }
 }

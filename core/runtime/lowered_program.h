@@ -30,7 +30,6 @@ struct PlannedNode {
 struct PlannedKernel {
   std::string name;
   std::vector<int> origins;          // graph node ids its expressions compute (from the kernel IR)
-  std::vector<std::string> sources;  // generated code, one per launch (set by emission)
   std::vector<PlannedNode> nodes;    // its fusion group, in topological order
   std::vector<int> reads, writes;    // graph value ids it loads / stores (scratch not included)
 };

@@ -103,11 +103,7 @@ std::map<int, Tensor> PlannedProgram::read_values(const std::vector<int>& value_
   return out;
 }
 
-std::vector<int64_t> PlannedProgram::dims_of(const Shape& shape) const {
-  std::vector<int64_t> dims;
-  for (const SymInt& d : shape) dims.push_back(d.is_static() ? d.value() : d.evaluate(bindings_));
-  return dims;
-}
+std::vector<int64_t> PlannedProgram::dims_of(const Shape& shape) const { return concrete_dims(shape, bindings_); }
 
 std::map<int, Tensor> PlannedProgram::run_kernel(size_t k, const std::map<int, Tensor>& inputs) {
   if (k >= schedule_.size())

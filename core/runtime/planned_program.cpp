@@ -41,9 +41,7 @@ PlannedProgram::PlannedProgram(ProgramStages stages, Device device, const Progra
       schedule_(std::move(stages.program.kernels)),
       kernels_(std::move(stages.program.kernel_info)),
       programs_(std::move(stages.compiled)) {
-  const LoweredProgram& program = stages.program;
-  ProgramMemory& memory = stages.memory;
-  for (const ProgramConstant& c : program.constants) {
+  for (const ProgramConstant& c : stages.program.constants) {
     constants_.push_back(backend_.alloc(std::max<size_t>(c.literal.bytes.size(), 4)));
     if (!c.literal.bytes.empty()) backend_.upload(*constants_.back(), c.literal.bytes.data(), c.literal.bytes.size());
     constant_nodes_.push_back(c.node_id);
@@ -52,11 +50,11 @@ PlannedProgram::PlannedProgram(ProgramStages stages, Device device, const Progra
     step_programs_.emplace_back();
     for (const ProgramStep& s : ks.steps) step_programs_.back().push_back(&program_for(s));
   }
-  stats_.nodes = program.graph_nodes;
+  stats_.nodes = stages.program.graph_nodes;
   for (const ProgramKernel& k : schedule_) stats_.kernels += int64_t(k.steps.size());
   // The plan for the traced shapes, so stats are known before the first run (empty when the
   // traced sizes could not be planned).
-  use_plan(std::move(memory));
+  use_plan(std::move(stages.memory));
 }
 
 const Program& PlannedProgram::program_for(const ProgramStep& s) {
@@ -143,11 +141,7 @@ PlannedProgram::LaunchPlan PlannedProgram::copy_launch(DType dtype, int64_t elem
   b.kernel().stores.push_back({out, kernel::load(in, dtype, kernel::linear_index())});
   ProgramStep step;
   step.kernel = b.finish();
-  kernel::EmitOptions options;
-  options.dialect = target_.dialect;
-  options.texel_reads = target_.texel_reads;
-  options.vec4_pointwise = target_.vec4_pointwise;
-  kernel::EmittedKernel emitted = kernel::emit(step.kernel.kernel, options);
+  kernel::EmittedKernel emitted = kernel::emit(step.kernel.kernel, kernel::emit_options_for(target_));
   step.source = std::move(emitted.source);
   step.workgroup_size = emitted.workgroup_size;
   step.elements_per_invocation = emitted.elements_per_invocation;

@@ -104,21 +104,17 @@ const std::vector<GradCase> kUnary = [] {
 
 const std::vector<GradCase> kBinary = [] {
   std::vector<GradCase> cases;
-  for (const char* op : {"add", "sub", "mul", "div", "maximum", "minimum"}) {
-    // Same shapes, a broadcast row, a broadcast column and a scalar.
-    cases.push_back({std::string(op) + "_same",
-                     std::string("graph @g(%0: f64[3,4], %1: f64[3,4]) {\n  %2: f64[3,4] = ") + op + "(%0, %1)\n  return %2\n}",
-                     std::string(op) == "div" ? 0.5 : -2, 2});
-    cases.push_back({std::string(op) + "_row",
-                     std::string("graph @g(%0: f64[3,4], %1: f64[4]) {\n  %2: f64[3,4] = ") + op + "(%0, %1)\n  return %2\n}",
-                     std::string(op) == "div" ? 0.5 : -2, 2});
-    cases.push_back({std::string(op) + "_column",
-                     std::string("graph @g(%0: f64[2,1,3], %1: f64[4,1]) {\n  %2: f64[2,4,3] = ") + op + "(%0, %1)\n  return %2\n}",
-                     std::string(op) == "div" ? 0.5 : -2, 2});
-    cases.push_back({std::string(op) + "_scalar",
-                     std::string("graph @g(%0: f64[5], %1: f64[]) {\n  %2: f64[5] = ") + op + "(%0, %1)\n  return %2\n}",
-                     std::string(op) == "div" ? 0.5 : -2, 2});
-  }
+  // Same shapes, a broadcast row, a broadcast column and a scalar: {name, a, b, result}.
+  const char* shapes[][4] = {{"same", "3,4", "3,4", "3,4"},
+                             {"row", "3,4", "4", "3,4"},
+                             {"column", "2,1,3", "4,1", "2,4,3"},
+                             {"scalar", "5", "", "5"}};
+  for (std::string op : {"add", "sub", "mul", "div", "maximum", "minimum"})
+    for (const auto& [name, a, b, out] : shapes)
+      cases.push_back({op + "_" + name,
+                       std::string("graph @g(%0: f64[") + a + "], %1: f64[" + b + "]) {\n  %2: f64[" + out +
+                           "] = " + op + "(%0, %1)\n  return %2\n}",
+                       op == "div" ? 0.5 : -2, 2});  // div: divisors away from 0
   cases.push_back({"pow", GRAPH("%0: f64[2,3], %1: f64[3]", "  %2: f64[2,3] = pow(%0, %1)", "%2"), 0.5, 2});
   cases.push_back({"where", GRAPH("%0: f64[6], %1: f64[6], %2: f64[1]",
                                   "  %3: bool[6] = gt(%0, %1)\n  %4: f64[6] = where(%3, %0, %2)", "%4")});

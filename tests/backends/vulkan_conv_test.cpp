@@ -104,7 +104,7 @@ class VulkanConv : public testing::VulkanTemplateTest<> {
   void SetUp() override {
     VulkanTemplateTest::SetUp();
     if (IsSkipped() || HasFatalFailure()) return;
-    runner_ = std::make_unique<KernelRunner>(*vk_, kernel::Dialect::Glsl,
+    runner_ = std::make_unique<KernelRunner>(*vk_,
                                              KernelRunnerOptions{.templates = vulkan::with_conv_template({})});
   }
   void TearDown() override {
@@ -223,7 +223,7 @@ TEST_F(VulkanConv, ModelLayerTimings) {
       {"mobilenetv2 1x1 project 960->160 @7", {1, 960, 7, 7}, {160, 960, 1, 1}, true, {1, 1}, {0, 0, 0, 0}, {1, 1}, 1},
   };
   const bool generic = std::getenv("KILN_CONV_BENCH_GENERIC") != nullptr;
-  KernelRunner lowering(*vk_, kernel::Dialect::Glsl, {});
+  KernelRunner lowering(*vk_, {});
   std::printf("%-40s %10s %12s %12s\n", "layer", "cpu ms", "vk tmpl ms", "vk generic ms");
   uint32_t seed = 300;
   for (const ConvCase& c : layers) {

@@ -125,7 +125,7 @@ class VulkanNorm : public testing::VulkanTemplateTest<::testing::TestWithParam<b
         if (gpu) c.is_cpu = false;
         return vulkan::norm_template_launch(run, c, options);
       };
-      runners_.push_back(std::make_unique<KernelRunner>(*vk_, kernel::Dialect::Glsl,
+      runners_.push_back(std::make_unique<KernelRunner>(*vk_,
                                                         KernelRunnerOptions{.templates = planner}));
     }
   }

@@ -75,7 +75,7 @@ class VulkanPerfPaths : public testing::VulkanTemplateTest<::testing::TestWithPa
     if (IsSkipped() || HasFatalFailure()) return;
     // Every problem, however small, takes the template with the tile under test.
     runner_ = std::make_unique<KernelRunner>(
-        *vk_, kernel::Dialect::Glsl,
+        *vk_,
         KernelRunnerOptions{.templates = vulkan::glsl_template_planner(
                                 {.matmul_min_flops = 0, .force_tile = true, .tile = GetParam()})});
   }

@@ -105,7 +105,7 @@ TemplatePlanner planner(int sm) {
 
 CudaEmulatedBackend::CudaEmulatedBackend(CudaEmulatedOptions options)
     : emulator_(options.emulator),
-      runner_(*this, kernel::Dialect::Cuda, KernelRunnerOptions{planner(options.template_sm), false}) {}
+      runner_(*this, KernelRunnerOptions{planner(options.template_sm), false}) {}
 
 CudaEmulatedBackend::~CudaEmulatedBackend() { runner_.sync(); }
 

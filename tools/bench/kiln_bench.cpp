@@ -146,7 +146,7 @@ void bench_tiles(const Args& args) {
                            {c.get(), DType::F32, {n, n}}};
     OpRun run{OpKind::MatMul, attrs, std::span(views, 2), std::span(views + 2, 1)};
     {
-      KernelRunner generic(backend, kernel::Dialect::Glsl);  // no templates: the generic lowering
+      KernelRunner generic(backend);  // no templates: the generic lowering
       double s = time_median(args.reps, [&] {
         generic.run(run);
         generic.sync();
@@ -155,7 +155,7 @@ void bench_tiles(const Args& args) {
                   (long long)n, s * 1e3, 2.0 * double(n * n) * double(n) / s / 1e9);
     }
     for (const vulkan::MatmulTile& t : tiles) {
-      KernelRunner runner(backend, kernel::Dialect::Glsl,
+      KernelRunner runner(backend,
                           {.templates = vulkan::glsl_template_planner(
                                {.matmul_min_flops = 0, .force_tile = true, .tile = t})});
       const Timing time = time_with_cpu(args.reps, [&] {
@@ -223,9 +223,9 @@ void bench_norm(const Args& args) {
       backend.download(*y, result->data(), out_count * 4);
       return s;
     };
-    KernelRunner generic(backend, kernel::Dialect::Glsl);
-    KernelRunner tmpl(backend, kernel::Dialect::Glsl, {.templates = vulkan::with_norm_template({})});
-    KernelRunner tree(backend, kernel::Dialect::Glsl,
+    KernelRunner generic(backend);
+    KernelRunner tmpl(backend, {.templates = vulkan::with_norm_template({})});
+    KernelRunner tree(backend,
                       {.templates = vulkan::with_norm_template({}, {.subgroups = false})});
     std::vector<float> want, got, got_tree;
     const double gen_s = time_runner(generic, &want);
@@ -297,7 +297,7 @@ void bench_elementwise(const Args& args) {
       AttrMap attrs;
       BufferView views[3] = {{x.get(), DType::F32, {n}}, {y.get(), DType::F32, {n}}, {z.get(), DType::F32, {n}}};
       OpRun run{OpKind::Add, attrs, std::span(views, 2), std::span(views + 2, 1)};
-      KernelRunner runner(backend, kernel::Dialect::Glsl);
+      KernelRunner runner(backend);
       const Timing t = time_with_cpu(args.reps, [&] {
         runner.run(run);
         runner.sync();
