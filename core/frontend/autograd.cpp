@@ -2,9 +2,11 @@
 #include "core/frontend/autograd.h"
 
 #include <map>
+#include <set>
 
 #include "core/autodiff/reverse.h"
 #include "core/frontend/dispatch.h"
+#include "core/frontend/tracer.h"
 #include "core/ir/text.h"
 #include "core/runtime/compile_graph.h"
 
@@ -157,11 +159,51 @@ std::vector<Tensor> differentiate(const std::vector<Tensor>& roots, const std::v
   return run_gradient_graph(recorded.graph(), recorded.bound(), roots[0].device());
 }
 
+// backward() inside a compiled function: the gradients join the trace. Every captured tensor that
+// requires grad and that the loss depends on gets its gradient as a traced value, written to its
+// grad() after the program runs (so the optimizer in the same function reads it).
+void backward_in_trace(const Tensor& loss, const Tensor& gradient) {
+  Tracer& tracer = *loss.impl().tracer;
+  Graph& graph = tracer.graph();
+  std::set<const Value*> upstream;  // what the loss depends on
+  std::vector<const Value*> work = {loss.impl().value};
+  while (!work.empty()) {
+    const Value* v = work.back();
+    work.pop_back();
+    if (!upstream.insert(v).second || !v->producer) continue;
+    for (const Value* in : v->producer->inputs) work.push_back(in);
+  }
+  GradientRequest request;
+  request.outputs = {loss.impl().value};
+  request.seeds = {gradient.defined() ? tracer.value_of(gradient) : nullptr};
+  std::vector<Tensor> leaves;
+  for (const auto& [value, tensor] : tracer.captured())
+    if (tensor.requires_grad() && upstream.count(value)) {
+      request.wrt.push_back(value);
+      leaves.push_back(tensor);
+    }
+  if (leaves.empty())
+    throw Error("in a compiled function: no tensor the loss depends on requires grad (parameters "
+                "reached through module arguments or captures do)");
+  std::vector<Value*> grads = add_gradients(graph, request);
+  for (size_t i = 0; i < leaves.size(); ++i) {
+    Tensor g = tracer.tensor_of(grads[i]);
+    Tensor before = leaves[i].grad();
+    if (before.defined() && !before.is_traced())
+      throw Error("in a compiled function: a " + leaves[i].type().str() + " parameter already holds a "
+                  "gradient from before the call; accumulating across compiled calls is not supported yet, "
+                  "call zero_grad() in the step");
+    if (before.defined()) g = before + g;
+    tracer.write_grad(leaves[i], g);
+    leaves[i].impl().grad = g.impl_ptr();
+  }
+}
+
 void check_differentiable(const Tensor& t, const char* what, const Loc& loc) {
   if (!t.defined()) throw Error(std::string(what) + " at " + short_location(loc) + ": the tensor is undefined");
   if (t.is_traced())
     throw Error(std::string(what) + " at " + short_location(loc) +
-                ": inside a compiled function; compiled training steps are not built yet");
+                ": inside a compiled function only backward() is supported (kiln::grad is not yet)");
   if (!t.requires_grad())
     throw Error(std::string(what) + " at " + short_location(loc) + ": the " + t.type().str() +
                 " tensor does not require grad; no input of the ops that made it does (mark a leaf "
@@ -286,6 +328,17 @@ Tensor Tensor::detach() const {
 void Tensor::backward(Loc loc) const { backward(Tensor(), loc); }
 
 void Tensor::backward(const Tensor& gradient, Loc loc) const {
+  if (is_traced() && !impl().tracer->lazy) {  // a training step compiled whole
+    if (!gradient.defined() && numel() != 1)
+      throw Error("backward() at " + short_location(loc) + ": the tensor is " + type().str() +
+                  "; a tensor of more than one element needs backward(gradient) with a gradient of its shape");
+    try {
+      backward_in_trace(*this, gradient);
+    } catch (const Error& e) {
+      throw Error("backward() at " + short_location(loc) + ": " + e.what());
+    }
+    return;
+  }
   check_differentiable(*this, "backward()", loc);
   if (!gradient.defined() && numel() != 1)
     throw Error("backward() at " + short_location(loc) + ": the tensor is " + type().str() +

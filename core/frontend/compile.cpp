@@ -1,6 +1,7 @@
 // kiln::compile's engine: the guarded cache, tracing, recompiles with reasons, graph breaks.
 #include "core/frontend/compile.h"
 
+#include <algorithm>
 #include <cstdlib>
 
 #include <filesystem>
@@ -43,11 +44,23 @@ class DecisionRecorder : public GuardSink {
   Tracer& tracer_;
 };
 
+// A training step's effect on eager tensors, applied after each run: output `output` of the
+// program becomes the value (or, `grad`, the gradient) of the tensor bound to program input
+// `input` (a captured parameter or optimizer state); `clear` drops the gradient instead.
+struct WriteBack {
+  size_t input = 0;
+  size_t output = 0;
+  bool grad = false;
+  bool clear = false;
+};
+
 struct Trace {
   Graph graph;
   std::vector<std::pair<Value*, Tensor>> captured;
   std::vector<DecisionGuard> decisions;
   std::vector<TensorGuard> tensors;  // by argument index
+  size_t outputs = 0;                // the function's own; writes-back follow
+  std::vector<WriteBack> writes;
 };
 
 // "x.cpp:12 [fc]": where the graph first reads `value`.
@@ -68,6 +81,35 @@ Shape traced_dims(const Tensor& t, const std::vector<bool>& symbolic, int* next_
   return dims;
 }
 
+// A training step's writes into eager tensors become extra graph outputs: the last write of each
+// target's value and of its gradient, the target a program input (captured here if the function
+// only wrote it).
+std::vector<WriteBack> functionalize(Tracer& tracer) {
+  const size_t inputs_before = tracer.graph().inputs().size() - tracer.captured().size();
+  std::vector<WriteBack> writes;
+  std::vector<std::pair<const TensorImpl*, bool>> done;  // (target, grad)
+  const std::vector<Tracer::Write> all = tracer.writes();
+  for (auto w = all.rbegin(); w != all.rend(); ++w) {
+    const std::pair<const TensorImpl*, bool> key{&w->target.impl(), w->grad};
+    if (std::find(done.begin(), done.end(), key) != done.end()) continue;
+    done.push_back(key);
+    Value* target = nullptr;
+    for (const auto& [value, tensor] : tracer.captured())
+      if (tensor.impl_ptr() == w->target.impl_ptr()) target = value;
+    if (!target) {  // written, never read: bind it as an input all the same
+      tracer.captured_input(w->target);
+      target = tracer.captured().back().first;
+    }
+    size_t capture = 0;
+    while (tracer.captured()[capture].first != target) ++capture;
+    WriteBack back{inputs_before + capture, tracer.graph().outputs().size(), w->grad, w->value == nullptr};
+    if (w->value) tracer.graph().add_output(w->value);
+    writes.push_back(back);
+  }
+  std::reverse(writes.begin(), writes.end());
+  return writes;
+}
+
 }  // namespace
 
 struct Entry {
@@ -79,6 +121,9 @@ struct Entry {
   std::unique_ptr<Trace> traced;
   std::vector<PassRecord> passes;
   std::optional<Device> device;
+  // A training step's writes-back (its program's outputs past `outputs`).
+  size_t outputs = 0;
+  std::vector<WriteBack> writes;
   // For differentiable calls, by which inputs require grad ("0110").
   std::map<std::string, std::unique_ptr<struct BackwardPlan>> backward;
 };
@@ -136,9 +181,29 @@ struct Engine::State {
                                                 TraceFn trace, const std::vector<Tensor>& inputs);
 };
 
+// Applies a training step's writes to the tensors bound to its inputs; returns its own outputs.
+std::vector<Tensor> write_back(const Entry& entry, const std::vector<Tensor>& inputs, const std::vector<Tensor>& all) {
+  for (const WriteBack& w : entry.writes) {
+    TensorImpl& target = inputs.at(w.input).impl();
+    if (w.clear) {
+      target.grad = nullptr;
+    } else if (w.grad) {
+      target.grad = all.at(w.output).impl_ptr();
+    } else {
+      target.buffer = all.at(w.output).impl().buffer;
+    }
+  }
+  return std::vector<Tensor>(all.begin(), all.begin() + long(entry.outputs));
+}
+
 std::vector<Tensor> Engine::State::run_program(Entry& entry, std::span<const ArgView> args,
                                                const std::vector<ModuleTensors>& modules, TraceFn trace) {
   const std::vector<Tensor> inputs = entry.guards.program_inputs(args, modules);
+  if (!entry.writes.empty()) {  // a training step: its outputs are final, its updates written back
+    std::vector<Tensor> all = entry.program->run(inputs);
+    stats.program = entry.program->stats();
+    return write_back(entry, inputs, all);
+  }
   const std::string key = grad_inputs_key(inputs);
   if (key.empty()) {
     std::vector<Tensor> out = entry.program->run(inputs);
@@ -334,6 +399,7 @@ Trace Engine::State::trace_once(std::span<const ArgView> args, TraceFn trace,
   }
   {
     GuardSinkScope sink(&recorder);
+    CompilingScope compiling(tracer);
     std::vector<Tensor> outputs = trace(traced_args);
     for (size_t k = 0; k < outputs.size(); ++k)
       if (!outputs[k].defined())
@@ -341,6 +407,8 @@ Trace Engine::State::trace_once(std::span<const ArgView> args, TraceFn trace,
                     std::to_string(k));
     tracer.set_outputs(outputs);
   }
+  result.outputs = tracer.graph().outputs().size();
+  result.writes = functionalize(tracer);
   result.captured = tracer.captured();
   result.decisions = std::move(recorder.decisions);
   result.graph = std::move(tracer.graph());
@@ -524,6 +592,8 @@ std::vector<Tensor> Engine::State::compile_and_run(std::span<const ArgView> args
   }
 
   entry->guards = make_guards(args, modules, *traced, *device);
+  entry->outputs = traced->outputs;
+  entry->writes = traced->writes;
   const std::string debug_dir = !options.debug_dir.empty()            ? options.debug_dir
                                 : std::getenv("KILN_DEBUG") != nullptr ? std::getenv("KILN_DEBUG")
                                                                        : "";
@@ -573,6 +643,7 @@ std::vector<Tensor> Engine::State::compile_and_run(std::span<const ArgView> args
   write_bundle(stored.program.get(), timings);
   stored.traced = std::make_unique<Trace>(std::move(*traced));
   stats.program = stored.program->stats();
+  if (!stored.writes.empty()) return write_back(stored, inputs, results);
   if (!grad_inputs_key(inputs).empty()) return run_program(stored, args, modules, trace);  // differentiable
   return results;
 }

@@ -88,6 +88,10 @@ std::vector<Tensor> run_op_at(OpKind kind, const std::vector<Tensor>& inputs, co
     in_types.push_back(inputs[i].type());
   }
   if (Tracer* tracer = tracer_of(inputs)) return tracer->record(kind, inputs, attrs, where);
+  // Inside a compiled function every op is traced, eager operands captured: an op on parameters
+  // or optimizer state alone must read their values at each call, not once at trace time.
+  if (!inputs.empty())
+    if (Tracer* compiling = compiling_tracer()) return compiling->record(kind, inputs, attrs, where);
   if (!inputs.empty())  // inside a compiled function with graph breaks: record, run at a flush
     if (Tracer* lazy = lazy_tracer()) {
       // Except an op autograd must record: the segment so far runs, then this op runs eagerly.

@@ -7,6 +7,7 @@
 #include "core/frontend/autograd.h"
 #include "core/frontend/factories.h"
 #include "core/frontend/ops.h"
+#include "core/frontend/tracer.h"
 
 namespace kiln::optim {
 
@@ -18,21 +19,60 @@ Optimizer::Optimizer(std::vector<Tensor*> params, double lr)
 }
 
 void Optimizer::zero_grad() {
-  for (Tensor* p : params_) p->impl().grad = nullptr;
+  for (Tensor* p : params_) {
+    if (Tracer* tracer = compiling_tracer()) tracer->write_grad(*p, Tensor());
+    p->impl().grad = nullptr;
+  }
+}
+
+void Optimizer::set_lr(double lr) {
+  lr_ = lr;
+  for (auto& [key, t] : lr_tensors_) assign(t, full({}, lr, t.dtype(), t.device()));
 }
 
 void Optimizer::assign(Tensor& param, const Tensor& value) {
   TensorImpl& impl = param.impl();
-  if (value.type().str() != impl.type.str() || value.device() != impl.device)
+  if (value.dtype() != impl.type.dtype || value.device() != impl.device ||
+      (!value.is_traced() && value.type().str() != impl.type.str()))
     throw Error("optimizer: the update of a " + impl.type.str() + " parameter on " + impl.device.name() +
                 " is " + value.type().str() + " on " + value.device().name());
+  if (value.is_traced()) {
+    value.impl().tracer->write(param, value);
+    return;
+  }
   impl.buffer = value.impl().buffer;
+}
+
+Tensor& Optimizer::state(size_t i, const std::string& name, const Dims& shape) {
+  auto it = state_[i].find(name);
+  if (it == state_[i].end()) {
+    const Tensor& p = *params_[i];
+    it = state_[i].emplace(name, zeros(shape, p.dtype(), p.device())).first;
+  }
+  return it->second;
+}
+
+Tensor& Optimizer::advance_step(size_t i) {
+  Tensor& count = state(i, "step", Dims(std::vector<int64_t>{}));
+  assign(count, count + 1.0);
+  return count;
+}
+
+const Tensor& Optimizer::lr_for(const Tensor& param) {
+  const std::string key = std::string(dtype_name(param.dtype())) + "@" + param.device().name();
+  auto it = lr_tensors_.find(key);
+  if (it == lr_tensors_.end()) it = lr_tensors_.emplace(key, full({}, lr_, param.dtype(), param.device())).first;
+  return it->second;
 }
 
 std::map<std::string, Tensor> Optimizer::state_dict() const {
   std::map<std::string, Tensor> out;
   out["lr"] = from_vector(std::vector<double>{lr_}, Dims(std::vector<int64_t>{}));
-  out["step"] = from_vector(std::vector<int64_t>{steps_}, Dims(std::vector<int64_t>{}));
+  const auto first = state_.empty() ? state_.end() : state_.begin();
+  const auto count = first == state_.end() ? nullptr : &*first;
+  int64_t steps = 0;
+  if (count && count->count("step")) steps = int64_t(count->at("step").item<double>());
+  out["step"] = from_vector(std::vector<int64_t>{steps}, Dims(std::vector<int64_t>{}));
   for (size_t i = 0; i < state_.size(); ++i)
     for (const auto& [name, t] : state_[i]) out[std::to_string(i) + "." + name] = t;
   return out;
@@ -48,17 +88,18 @@ void Optimizer::load_state_dict(const std::map<std::string, Tensor>& state) {
       throw Error("optimizer: load_state_dict: key '" + key + "' names no parameter of " +
                   std::to_string(params_.size()));
     const Tensor& p = *params_[index];
-    if (t.type().str() != p.type().str())
-      throw Error("optimizer: load_state_dict: '" + key + "' is " + t.type().str() + ", parameter " +
-                  std::to_string(index) + " is " + p.type().str());
-    loaded[index][key.substr(dot + 1)] = t.to(p.device());
+    const std::string name = key.substr(dot + 1);
+    const TensorType want = name == "step" ? TensorType{p.dtype(), {}} : p.type();  // a count per parameter
+    if (t.type().str() != want.str())
+      throw Error("optimizer: load_state_dict: '" + key + "' is " + t.type().str() + ", expected " + want.str() +
+                  " for parameter " + std::to_string(index) + " " + p.type().str());
+    loaded[index][name] = t.to(p.device()).detach();  // its own handle: steps update it in place
   }
   auto lr = state.find("lr"), step = state.find("step");
   if (lr == state.end() || step == state.end())
     throw Error("optimizer: load_state_dict: the state has no 'lr' or 'step' entry");
-  lr_ = lr->second.item<double>();
-  steps_ = step->second.item<int64_t>();
   state_ = std::move(loaded);
+  set_lr(lr->second.item<double>());
 }
 
 SGD::SGD(std::vector<Tensor*> params, SGDOptions options) : Optimizer(std::move(params), options.lr), options_(options) {
@@ -68,19 +109,20 @@ SGD::SGD(std::vector<Tensor*> params, SGDOptions options) : Optimizer(std::move(
 
 void SGD::step() {
   NoGradGuard no_grad;
-  ++steps_;
   for (size_t i = 0; i < params_.size(); ++i) {
     Tensor& p = *params_[i];
     Tensor g = p.grad();
     if (!g.defined()) continue;
+    const Tensor& count = advance_step(i);
     if (options_.weight_decay != 0) g = g + p * options_.weight_decay;
     if (options_.momentum != 0) {
-      auto it = state_[i].find("momentum_buffer");
-      Tensor buf = it == state_[i].end() ? g : it->second * options_.momentum + g * (1 - options_.dampening);
-      state_[i]["momentum_buffer"] = buf;
-      g = options_.nesterov ? g + buf * options_.momentum : buf;
+      Tensor& buf = state(i, "momentum_buffer", Dims(p.sizes()));
+      Tensor next = buf * options_.momentum + g * (1 - options_.dampening);
+      if (options_.dampening != 0) next = where(eq(count, full({}, 1.0, count.dtype(), count.device())), g, next);
+      assign(buf, next);  // torch's first step: the buffer is the gradient
+      g = options_.nesterov ? g + next * options_.momentum : next;
     }
-    assign(p, p - g * lr_);
+    assign(p, p - g * lr_for(p));
   }
 }
 
@@ -91,26 +133,27 @@ Adam::Adam(std::vector<Tensor*> params, AdamOptions options, bool decoupled)
 
 void Adam::step() {
   NoGradGuard no_grad;
-  ++steps_;
-  const double t = double(steps_);
-  const double correction1 = 1 - std::pow(options_.beta1, t), correction2 = 1 - std::pow(options_.beta2, t);
   for (size_t i = 0; i < params_.size(); ++i) {
     Tensor& p = *params_[i];
     Tensor g = p.grad();
     if (!g.defined()) continue;
+    const Tensor& t = advance_step(i);
+    // 1 - beta^t, with t a tensor: one program serves every step.
+    const Tensor correction1 = 1.0 - exp(t * std::log(options_.beta1));
+    const Tensor correction2 = 1.0 - exp(t * std::log(options_.beta2));
     Tensor param = p;
     if (options_.weight_decay != 0) {
-      if (decoupled_) param = param * (1 - lr_ * options_.weight_decay);
+      if (decoupled_) param = param * (1.0 - lr_for(p) * options_.weight_decay);
       else g = g + param * options_.weight_decay;
     }
-    auto& s = state_[i];
-    Tensor m = s.count("exp_avg") ? s["exp_avg"] * options_.beta1 + g * (1 - options_.beta1) : g * (1 - options_.beta1);
-    Tensor v = s.count("exp_avg_sq") ? s["exp_avg_sq"] * options_.beta2 + g * g * (1 - options_.beta2)
-                                     : g * g * (1 - options_.beta2);
-    s["exp_avg"] = m;
-    s["exp_avg_sq"] = v;
-    Tensor denom = sqrt(v / correction2) + options_.eps;
-    assign(p, param - (m / correction1) / denom * lr_);
+    Tensor& exp_avg = state(i, "exp_avg", Dims(p.sizes()));
+    Tensor& exp_avg_sq = state(i, "exp_avg_sq", Dims(p.sizes()));
+    const Tensor m = exp_avg * options_.beta1 + g * (1 - options_.beta1);
+    const Tensor v = exp_avg_sq * options_.beta2 + g * g * (1 - options_.beta2);
+    assign(exp_avg, m);
+    assign(exp_avg_sq, v);
+    const Tensor denom = sqrt(v / correction2) + options_.eps;
+    assign(p, param - (m / correction1) / denom * lr_for(p));
   }
 }
 

@@ -4,6 +4,13 @@
 // rebinding, while buffers that autograd saved or compiled programs copied keep the old values
 // (kiln never writes into a buffer a tensor already owns; a new buffer is also what tells a
 // reduce-overhead program that its copy of the input is stale).
+//
+// All the state an update reads is tensors: per parameter its step count ("step", in the
+// parameter's dtype, as torch keeps it) and buffers (zeros before the first step), and the
+// learning rate, so a step is the same ops eagerly and inside kiln::compile. There the updates
+// become writes of the compiled program, applied to the same tensors after it runs (the step is
+// functionalized); the first step's special cases (SGD's momentum buffer starting as the gradient)
+// are selects on the step count, not host branches.
 #pragma once
 
 #include <map>
@@ -27,18 +34,26 @@ class Optimizer {
   virtual void step() = 0;
 
   double lr() const { return lr_; }
-  void set_lr(double lr) { lr_ = lr; }
+  // Updates the learning-rate tensors in place (outside compiled steps: schedules run between them).
+  void set_lr(double lr);
   // "lr", "step", and per parameter i "<i>.<name>" for its state (momentum_buffer, exp_avg, ...).
   virtual std::map<std::string, Tensor> state_dict() const;
   virtual void load_state_dict(const std::map<std::string, Tensor>& state);
 
  protected:
-  // Makes `param` hold `value`'s data (same type and device), in place for every handle.
+  // Makes `param` hold `value`'s data (same type and device), in place for every handle; inside a
+  // compiled function, a write applied after the program runs.
   static void assign(Tensor& param, const Tensor& value);
+  // Parameter i's state `name`, zeros of `shape` (the parameter's dtype and device) until written.
+  Tensor& state(size_t i, const std::string& name, const Dims& shape);
+  // Parameter i's step count, advanced by one (the value after the increment).
+  Tensor& advance_step(size_t i);
+  // The learning rate as a rank-0 tensor of the parameter's dtype and device.
+  const Tensor& lr_for(const Tensor& param);
   std::vector<Tensor*> params_;
   double lr_;
-  int64_t steps_ = 0;
   std::vector<std::map<std::string, Tensor>> state_;  // per parameter
+  std::map<std::string, Tensor> lr_tensors_;          // by dtype and device
 };
 
 struct SGDOptions {

@@ -5,7 +5,43 @@
 
 namespace kiln {
 
+namespace {
+thread_local Tracer* t_compiling = nullptr;
+}  // namespace
+
+Tracer* compiling_tracer() { return t_compiling; }
+
+CompilingScope::CompilingScope(Tracer& tracer) : previous_(t_compiling) { t_compiling = &tracer; }
+CompilingScope::~CompilingScope() { t_compiling = previous_; }
+
 Tracer::Tracer(Device device) : device_(device) {}
+
+Tracer::~Tracer() {
+  for (auto& [target, before] : grads_before_) target.impl().grad = before;
+}
+
+void Tracer::write(const Tensor& target, const Tensor& value) {
+  if (target.is_traced())
+    throw Error("a traced tensor cannot be updated in place; only eager tensors (parameters, optimizer "
+                "state) can be written by a compiled function");
+  writes_.push_back({target, value_of(value), false});
+}
+
+void Tracer::write_grad(const Tensor& target, const Tensor& grad) {
+  bool seen = false;
+  for (const auto& [t, before] : grads_before_) seen = seen || t.impl_ptr() == target.impl_ptr();
+  if (!seen) grads_before_.emplace_back(target, target.impl().grad);
+  writes_.push_back({target, grad.defined() ? value_of(grad) : nullptr, true});
+}
+
+Tensor Tracer::tensor_of(Value* value) {
+  auto impl = std::make_shared<TensorImpl>();
+  impl->type = value->type;
+  impl->device = device_;
+  impl->value = value;
+  impl->tracer = this;
+  return Tensor(std::move(impl));
+}
 
 Tensor Tracer::input(const TensorType& type, const std::string& name) {
   auto impl = std::make_shared<TensorImpl>();
@@ -21,9 +57,15 @@ Value* Tracer::value_of(const Tensor& t) {
   if (impl.tracer == this) return impl.value;
   if (impl.tracer != nullptr)
     throw Error("a tensor from another trace was used here; tensors cannot cross compiled functions");
+  for (auto w = writes_.rbegin(); w != writes_.rend(); ++w)  // written earlier in the trace
+    if (!w->grad && w->target.impl_ptr() == t.impl_ptr()) return w->value;
+  return captured_input(t);
+}
+
+Value* Tracer::captured_input(const Tensor& t) {
   for (const auto& [value, tensor] : captured_)
     if (tensor.impl_ptr() == t.impl_ptr()) return value;
-  Value* v = graph_.add_input(impl.type, "captured" + std::to_string(captured_.size()));
+  Value* v = graph_.add_input(t.impl().type, "captured" + std::to_string(captured_.size()));
   captured_.emplace_back(v, t);
   return v;
 }
@@ -36,13 +78,8 @@ std::vector<Tensor> Tracer::record(OpKind kind, const std::vector<Tensor>& input
   Node* node = graph_.add_node(kind, values, attrs, provenance);
   std::vector<Tensor> out;
   for (Value* v : node->outputs) {
-    auto impl = std::make_shared<TensorImpl>();
-    impl->type = v->type;
-    impl->device = device_;
-    impl->value = v;
-    impl->tracer = this;
-    if (lazy) made_.push_back(impl);
-    out.emplace_back(std::move(impl));
+    out.push_back(tensor_of(v));
+    if (lazy) made_.push_back(out.back().impl_ptr());
   }
   return out;
 }

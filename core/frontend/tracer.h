@@ -17,6 +17,9 @@ class LazySegments;
 class Tracer : public GuardSink {
  public:
   explicit Tracer(Device device);
+  // Gives back the gradients write_grad replaced during the trace: the program's write-backs set
+  // them when it runs.
+  ~Tracer();
   Tracer(const Tracer&) = delete;
   Tracer& operator=(const Tracer&) = delete;
 
@@ -27,6 +30,23 @@ class Tracer : public GuardSink {
   std::vector<Tensor> record(OpKind kind, const std::vector<Tensor>& inputs, const AttrMap& attrs,
                              const Provenance& provenance);
   void set_outputs(const std::vector<Tensor>& outputs);
+
+  // Training steps traced whole: an optimizer's update of eager tensor `target` (a parameter, its
+  // state), or a backward's (or zero_grad's) new gradient for it, applied to `target` after the
+  // program runs (writes-back), as the graph's extra outputs. Later reads of `target` in the
+  // trace see `value`. An undefined gradient clears it.
+  struct Write {
+    Tensor target;
+    Value* value = nullptr;  // null: a cleared gradient
+    bool grad = false;
+  };
+  void write(const Tensor& target, const Tensor& value);
+  void write_grad(const Tensor& target, const Tensor& grad);
+  const std::vector<Write>& writes() const { return writes_; }
+  // Binds eager tensor t as a graph input (what value_of does the first time t is read).
+  Value* captured_input(const Tensor& t);
+  // A traced tensor standing for `value`, a value of this trace (a gradient the trace built).
+  Tensor tensor_of(Value* value);
 
   Graph& graph() { return graph_; }
   const Device& device() const { return device_; }
@@ -48,6 +68,24 @@ class Tracer : public GuardSink {
   std::vector<std::pair<Value*, Tensor>> captured_;
   std::vector<ShapeGuard> guards_;
   std::vector<std::weak_ptr<TensorImpl>> made_;
+  std::vector<Write> writes_;
+  std::vector<std::pair<Tensor, std::shared_ptr<TensorImpl>>> grads_before_;
+};
+
+// The tracer of the compiled function being traced on this thread (not a lazy segment's), or null:
+// what zero_grad() reports a cleared gradient to.
+Tracer* compiling_tracer();
+
+// While alive, `tracer` is this thread's compiling_tracer().
+class CompilingScope {
+ public:
+  explicit CompilingScope(Tracer& tracer);
+  ~CompilingScope();
+  CompilingScope(const CompilingScope&) = delete;
+  CompilingScope& operator=(const CompilingScope&) = delete;
+
+ private:
+  Tracer* previous_;
 };
 
 // While alive, shape decisions on this thread go to the tracer's guard list.

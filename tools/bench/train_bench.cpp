@@ -1,8 +1,8 @@
-// kiln-bench-train: one eager training step (zero_grad, forward, loss, backward, SGD step) for the
-// samples' MLP, seed CNN and transformer block, per device: the median milliseconds of --reps
-// steps after --warmup steps (the first builds and caches the backward program). PyTorch's eager
-// step of the same models and batches is tools/bench/peers/train_peers.py; BENCHMARKS.md puts the
-// two side by side.
+// kiln-bench-train: one training step (zero_grad, forward, loss, backward, SGD step) for the
+// samples' MLP, seed CNN and transformer block, per device, run eagerly and as one program under
+// kiln::compile: the median milliseconds of --reps steps after --warmup steps (the first builds
+// and caches the programs), and the first step's time. PyTorch's eager step of the same models and
+// batches is tools/bench/peers/train_peers.py; BENCHMARKS.md puts them side by side.
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
@@ -39,11 +39,12 @@ void wait_for(const Device& device) {
 #endif
 }
 
-// A model with its batch and loss: step() runs forward and loss, returning the loss.
+// A model with its batch and loss.
 struct TrainCase {
   std::string shape;  // what the batch is, for the table
   std::function<std::vector<Tensor*>()> parameters;
-  std::function<Tensor()> loss;
+  std::function<Tensor(const Tensor& x, const Tensor& y)> loss;
+  Tensor x, y;
   std::shared_ptr<void> keep;  // the model
 };
 
@@ -57,27 +58,27 @@ TrainCase make_case(const std::string& name, Device device) {
   TrainCase c;
   if (name == "mlp") {  // 784-512-512-10, batch 32, cross entropy
     auto m = std::make_shared<samples::Mlp>(784, 512, 10, device);
-    Tensor x = randn({32, 784}, device, 1);
-    Tensor y = labels(32, 10, device);
+    c.x = randn({32, 784}, device, 1);
+    c.y = labels(32, 10, device);
     c.shape = "[32,784]";
     c.parameters = [m] { return m->parameters(); };
-    c.loss = [m, x, y] { return cross_entropy(m->forward(x), y); };
+    c.loss = [m](const Tensor& x, const Tensor& y) { return cross_entropy(m->forward(x), y); };
     c.keep = m;
   } else if (name == "cnn") {  // the seed CNN, batch 8 at 32x32, cross entropy over its outputs
     auto m = std::make_shared<samples::SmallCnn>(device);
-    Tensor x = randn({8, 3, 32, 32}, device, 1);
-    Tensor y = labels(8, 10, device);
+    c.x = randn({8, 3, 32, 32}, device, 1);
+    c.y = labels(8, 10, device);
     c.shape = "[8,3,32,32]";
     c.parameters = [m] { return m->parameters(); };
-    c.loss = [m, x, y] { return cross_entropy(m->forward(x), y); };
+    c.loss = [m](const Tensor& x, const Tensor& y) { return cross_entropy(m->forward(x), y); };
     c.keep = m;
   } else if (name == "transformer") {  // embed 128, 4 heads, batch 4, sequence 32, mse
     auto m = std::make_shared<samples::TransformerBlock>(128, 4, device);
-    Tensor x = randn({4, 32, 128}, device, 1);
-    Tensor target = randn({4, 32, 128}, device, 2);
+    c.x = randn({4, 32, 128}, device, 1);
+    c.y = randn({4, 32, 128}, device, 2);
     c.shape = "[4,32,128]";
     c.parameters = [m] { return m->parameters(); };
-    c.loss = [m, x, target] { return mse_loss(m->forward(x), target); };
+    c.loss = [m](const Tensor& x, const Tensor& y) { return mse_loss(m->forward(x), y); };
     c.keep = m;
   } else {
     throw Error("kiln-bench-train: unknown model '" + name + "' (mlp, cnn, transformer)");
@@ -91,10 +92,31 @@ double median(std::vector<double> v) {
   return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
 }
 
+struct StepTimes {
+  double median_ms = 0, first_ms = 0;
+};
+
+StepTimes time_steps(const Args& args, const Device& device, const std::function<void()>& step) {
+  std::vector<double> times;
+  StepTimes out;
+  for (int r = 0; r < args.warmup + args.reps; ++r) {
+    const auto start = Clock::now();
+    step();
+    wait_for(device);
+    const double ms = std::chrono::duration<double, std::milli>(Clock::now() - start).count();
+    if (r == 0) out.first_ms = ms;
+    if (r >= args.warmup) times.push_back(ms);
+  }
+  out.median_ms = median(times);
+  return out;
+}
+
 void bench(const Args& args) {
-  std::printf("one eager training step (zero_grad, forward, loss, backward, SGD lr 0.01 momentum 0.9),\n"
-              "median ms of %d steps after %d warm-up steps\n", args.reps, args.warmup);
-  std::printf("%-12s %-10s %-14s %12s %12s\n", "model", "device", "batch", "step ms", "first ms");
+  std::printf("one training step (zero_grad, forward, loss, backward, SGD lr 0.01 momentum 0.9), eager\n"
+              "and compiled whole (kiln::compile), median ms of %d steps after %d warm-up steps\n",
+              args.reps, args.warmup);
+  std::printf("%-12s %-10s %-14s %10s %10s %8s %12s %12s\n", "model", "device", "batch", "eager ms", "compiled",
+              "ratio", "eager 1st", "compiled 1st");
   for (const std::string& device_name : args.devices) {
     Device device;
     try {
@@ -104,24 +126,26 @@ void bench(const Args& args) {
       continue;
     }
     for (const std::string& model : args.models) {
-      TrainCase c = make_case(model, device);
-      std::vector<Tensor*> params = c.parameters();
-      for (Tensor* p : params) p->requires_grad_();
-      optim::SGD opt(params, {.lr = 0.01, .momentum = 0.9});
-      std::vector<double> times;
-      double first = 0;
-      for (int r = 0; r < args.warmup + args.reps; ++r) {
-        const auto start = Clock::now();
-        opt.zero_grad();
-        c.loss().backward();
-        opt.step();
-        wait_for(device);
-        const double ms = std::chrono::duration<double, std::milli>(Clock::now() - start).count();
-        if (r == 0) first = ms;
-        if (r >= args.warmup) times.push_back(ms);
-      }
-      std::printf("%-12s %-10s %-14s %12.2f %12.1f\n", model.c_str(), device_name.c_str(), c.shape.c_str(),
-                  median(times), first);
+      TrainCase eager_case = make_case(model, device), compiled_case = make_case(model, device);
+      auto run = [&](TrainCase& c, bool compiled) {
+        std::vector<Tensor*> params = c.parameters();
+        for (Tensor* p : params) p->requires_grad_();
+        auto opt = std::make_shared<optim::SGD>(params, optim::SGDOptions{.lr = 0.01, .momentum = 0.9});
+        auto step_fn = [opt, &c](const Tensor& x, const Tensor& y) {
+          opt->zero_grad();
+          Tensor loss = c.loss(x, y);
+          loss.backward();
+          opt->step();
+          return loss;
+        };
+        if (!compiled) return time_steps(args, device, [&] { step_fn(c.x, c.y); });
+        auto step = compile(step_fn, {.fullgraph = true, .name = model + " training step"});
+        return time_steps(args, device, [&] { step(c.x, c.y); });
+      };
+      const StepTimes eager = run(eager_case, false), compiled = run(compiled_case, true);
+      std::printf("%-12s %-10s %-14s %10.2f %10.2f %7.2fx %12.1f %12.1f\n", model.c_str(), device_name.c_str(),
+                  eager_case.shape.c_str(), eager.median_ms, compiled.median_ms, eager.median_ms / compiled.median_ms,
+                  eager.first_ms, compiled.first_ms);
     }
   }
 }
