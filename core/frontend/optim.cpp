@@ -6,6 +6,7 @@
 
 #include "core/frontend/autograd.h"
 #include "core/frontend/factories.h"
+#include "core/frontend/lazy.h"
 #include "core/frontend/ops.h"
 #include "core/frontend/tracer.h"
 
@@ -31,6 +32,7 @@ void Optimizer::set_lr(double lr) {
 }
 
 void Optimizer::assign(Tensor& param, const Tensor& value) {
+  if (value.is_traced() && value.impl().tracer->lazy) flush_lazy();  // a step run in lazy mode
   TensorImpl& impl = param.impl();
   if (value.dtype() != impl.type.dtype || value.device() != impl.device ||
       (!value.is_traced() && value.type().str() != impl.type.str()))

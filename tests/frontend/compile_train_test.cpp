@@ -110,6 +110,32 @@ TEST(CompileTrain, AdamWStepsMatchEagerStepsOnVulkan) {
   check_training(vk, adamw(), 1e-4);
 }
 
+// A step with a graph break (a host read of the loss) runs in lazy mode: the ops that autograd
+// records run eagerly, the optimizer's update is recorded lazily and flushed as it is assigned;
+// the parameters follow the eager steps.
+TEST(CompileTrain, AStepWithAGraphBreakStillMatchesEagerSteps) {
+  Net eager_net(Device::cpu()), compiled_net(Device::cpu());
+  optim::SGD eager_opt(eager_net.parameters(), {.lr = 0.1, .momentum = 0.5});
+  optim::SGD opt(compiled_net.parameters(), {.lr = 0.1, .momentum = 0.5});
+  auto body = [](optim::SGD& o, const Tensor& x, nn::Linear& a, nn::Linear& b) {
+    o.zero_grad();
+    Tensor loss = mean(b(gelu(a(x))) * b(gelu(a(x))));
+    const double scale = loss.item<double>() > 1e3 ? 0.5 : 1.0;  // the break
+    (loss * scale).backward();
+    o.step();
+    return loss;
+  };
+  auto step = compile([&opt, &body](const Tensor& x, nn::Linear& a, nn::Linear& b) { return body(opt, x, a, b); });
+  for (int s = 0; s < 3; ++s) {
+    Tensor x = randn({3, 8}, Device::cpu(), uint64_t(7 + s));
+    body(eager_opt, x, eager_net.a, eager_net.b);
+    step(x, compiled_net.a, compiled_net.b);
+    const std::vector<Tensor*> mine = compiled_net.parameters(), theirs = eager_net.parameters();
+    for (size_t k = 0; k < mine.size(); ++k) expect_close(*mine[k], *theirs[k], 1e-5, "parameter " + std::to_string(k));
+  }
+  EXPECT_EQ(step.stats().graph_breaks, 1);
+}
+
 // A gradient left from before the call cannot be accumulated into yet: the error says what to do.
 TEST(CompileTrain, AccumulatingIntoAnEarlierGradientIsAClearError) {
   Net net(Device::cpu());
