@@ -58,6 +58,29 @@ void expect_bad_embedding_index_reported(Device device) {
   EXPECT_NE(msg.find("first produced by: " + here(line)), std::string::npos) << msg;
 }
 
+// An Inf born in a backward kernel is reported at the forward op's line, marked as its gradient:
+// d sqrt(x)/dx at x = 0 divides by zero.
+void expect_backward_inf_reported_at_the_forward_line(Device device) {
+  CheckedModeScope checked;
+  Tensor x = from_vector<float>({0.0f, 4.0f}, device);
+  x.requires_grad_();
+  int line = __LINE__ + 1;
+  Tensor y = sqrt(x);
+  std::string msg = error_of([&] { sum(y).backward(); });
+  EXPECT_NE(msg.find("checked mode"), std::string::npos) << msg;
+  EXPECT_NE(msg.find("gradient of sqrt at " + here(line)), std::string::npos) << msg;
+  EXPECT_NE(msg.find("Inf"), std::string::npos) << msg;
+}
+
+TEST(CheckedMode, InfInABackwardReportsTheForwardLineOnCpu) {
+  expect_backward_inf_reported_at_the_forward_line(Device::cpu());
+}
+
+TEST(CheckedMode, InfInABackwardReportsTheForwardLineOnVulkan) {
+  KILN_REQUIRE_VULKAN(vk);
+  expect_backward_inf_reported_at_the_forward_line(vk);
+}
+
 TEST(CheckedMode, LogOfNegativeReportsItsLineOnCpu) {
   expect_log_nan_reported_at_its_line(Device::cpu());
 }
