@@ -6,7 +6,7 @@
 
 #include "core/frontend/autograd.h"
 #include "core/frontend/factories.h"
-#include "core/frontend/lazy.h"
+#include "core/frontend/in_place.h"
 #include "core/frontend/ops.h"
 #include "core/frontend/tracer.h"
 
@@ -28,21 +28,7 @@ void Optimizer::zero_grad() {
 
 void Optimizer::set_lr(double lr) {
   lr_ = lr;
-  for (auto& [key, t] : lr_tensors_) assign(t, full({}, lr, t.dtype(), t.device()));
-}
-
-void Optimizer::assign(Tensor& param, const Tensor& value) {
-  if (value.is_traced() && value.impl().tracer->lazy) flush_lazy();  // a step run in lazy mode
-  TensorImpl& impl = param.impl();
-  if (value.dtype() != impl.type.dtype || value.device() != impl.device ||
-      (!value.is_traced() && value.type().str() != impl.type.str()))
-    throw Error("optimizer: the update of a " + impl.type.str() + " parameter on " + impl.device.name() +
-                " is " + value.type().str() + " on " + value.device().name());
-  if (value.is_traced()) {
-    value.impl().tracer->write(param, value);
-    return;
-  }
-  impl.buffer = value.impl().buffer;
+  for (auto& [key, t] : lr_tensors_) assign_in_place(t, full({}, lr, t.dtype(), t.device()));
 }
 
 Tensor& Optimizer::state(size_t i, const std::string& name, const Dims& shape) {
@@ -56,7 +42,7 @@ Tensor& Optimizer::state(size_t i, const std::string& name, const Dims& shape) {
 
 Tensor& Optimizer::advance_step(size_t i) {
   Tensor& count = state(i, "step", Dims(std::vector<int64_t>{}));
-  assign(count, count + 1.0);
+  assign_in_place(count, count + 1.0);
   return count;
 }
 
@@ -121,10 +107,10 @@ void SGD::step() {
       Tensor& buf = state(i, "momentum_buffer", Dims(p.sizes()));
       Tensor next = buf * options_.momentum + g * (1 - options_.dampening);
       if (options_.dampening != 0) next = where(eq(count, full({}, 1.0, count.dtype(), count.device())), g, next);
-      assign(buf, next);  // torch's first step: the buffer is the gradient
+      assign_in_place(buf, next);  // torch's first step: the buffer is the gradient
       g = options_.nesterov ? g + next * options_.momentum : next;
     }
-    assign(p, p - g * lr_for(p));
+    assign_in_place(p, p - g * lr_for(p));
   }
 }
 
@@ -152,10 +138,10 @@ void Adam::step() {
     Tensor& exp_avg_sq = state(i, "exp_avg_sq", Dims(p.sizes()));
     const Tensor m = exp_avg * options_.beta1 + g * (1 - options_.beta1);
     const Tensor v = exp_avg_sq * options_.beta2 + g * g * (1 - options_.beta2);
-    assign(exp_avg, m);
-    assign(exp_avg_sq, v);
+    assign_in_place(exp_avg, m);
+    assign_in_place(exp_avg_sq, v);
     const Tensor denom = sqrt(v / correction2) + options_.eps;
-    assign(p, param - (m / correction1) / denom * lr_for(p));
+    assign_in_place(p, param - (m / correction1) / denom * lr_for(p));
   }
 }
 

@@ -10,7 +10,8 @@
 // learning rate, so a step is the same ops eagerly and inside kiln::compile. There the updates
 // become writes of the compiled program, applied to the same tensors after it runs (the step is
 // functionalized); the first step's special cases (SGD's momentum buffer starting as the gradient)
-// are selects on the step count, not host branches.
+// are selects on the step count, not host branches. Updates go through assign_in_place
+// (core/frontend/in_place.h).
 #pragma once
 
 #include <map>
@@ -41,9 +42,6 @@ class Optimizer {
   virtual void load_state_dict(const std::map<std::string, Tensor>& state);
 
  protected:
-  // Makes `param` hold `value`'s data (same type and device), in place for every handle; inside a
-  // compiled function, a write applied after the program runs.
-  static void assign(Tensor& param, const Tensor& value);
   // Parameter i's state `name`, zeros of `shape` (the parameter's dtype and device) until written.
   Tensor& state(size_t i, const std::string& name, const Dims& shape);
   // Parameter i's step count, advanced by one (the value after the increment).
