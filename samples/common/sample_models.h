@@ -234,6 +234,7 @@ inline double median_ms(int reps, const std::function<void()>& body) {
 // waits for the device; a compiled run returns after its stream finished.
 template <class M>
 RunResult run_model(M& model, const Tensor& x, int reps) {
+  NoGradGuard no_grad;  // inference: the parameters require grad, the forwards need not record
   RunResult r;
   Backend& backend = x.device().backend();
   r.eager = model.forward(x).template to_vector<float>();

@@ -107,6 +107,7 @@ void overhead_row(const char* name, int reps, Fn fn, Args&... args) {
 }
 
 int run(int argc, char** argv) {
+  NoGradGuard no_grad;  // every workload is inference: the eager rows record nothing for autograd
   std::string device = "vulkan";
   int reps = 5;
   bool small = false;
