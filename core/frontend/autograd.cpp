@@ -29,7 +29,7 @@ class RecordedGraph {
     const TensorImpl& impl = t.impl();
     if (impl.grad_fn) {
       build(impl.grad_fn.get());
-      return nodes_.at(impl.grad_fn.get())->outputs.at(size_t(impl.grad_fn_output));
+      return outputs_.at(impl.grad_fn.get()).at(size_t(impl.grad_fn_output));
     }
     auto it = inputs_.find(&impl);
     if (it != inputs_.end()) return it->second;
@@ -42,11 +42,12 @@ class RecordedGraph {
   // gradient graph reads what the forward ops computed instead of computing it again.
   void bind_forward_values() {
     for (const AutogradNode* n : order_) {
-      Node* node = nodes_.at(n);
-      for (size_t k = 0; k < node->outputs.size(); ++k) {
-        Value* in = graph_.add_input(node->outputs[k]->type);
+      const std::vector<Value*>& outs = outputs_.at(n);
+      for (size_t k = 0; k < outs.size(); ++k) {
+        if (!outs[k]->producer) continue;  // a compiled function that returns an input as is
+        Value* in = graph_.add_input(outs[k]->type);
         bound_.push_back(saved_tensor(n->output_types[k], n->outputs[k], n->device));
-        graph_.replace_uses(node->outputs[k], in);
+        graph_.replace_uses(outs[k], in);
       }
     }
   }
@@ -59,26 +60,44 @@ class RecordedGraph {
     std::vector<std::pair<const AutogradNode*, size_t>> stack{{root, 0}};
     while (!stack.empty()) {
       auto& [n, next] = stack.back();
-      if (nodes_.count(n)) {
+      if (outputs_.count(n)) {
         stack.pop_back();
         continue;
       }
       if (next < n->inputs.size()) {
         const TensorImpl& in = n->inputs[next++].impl();
-        if (in.grad_fn && !nodes_.count(in.grad_fn.get())) stack.push_back({in.grad_fn.get(), 0});
+        if (in.grad_fn && !outputs_.count(in.grad_fn.get())) stack.push_back({in.grad_fn.get(), 0});
         continue;
       }
       std::vector<Value*> ins;
       for (const Tensor& t : n->inputs) ins.push_back(value_of(t));
-      nodes_[n] = graph_.add_node_typed(n->kind, ins, n->attrs, n->output_types, n->where);
+      outputs_[n] = n->graph ? inline_graph(*n->graph, ins)
+                             : graph_.add_node_typed(n->kind, ins, n->attrs, n->output_types, n->where)->outputs;
       order_.push_back(n);
       stack.pop_back();
     }
   }
 
+  // `sub`'s nodes added with its inputs bound to `ins`; returns the values of its outputs.
+  std::vector<Value*> inline_graph(const Graph& sub, const std::vector<Value*>& ins) {
+    std::map<const Value*, Value*> to;
+    for (size_t i = 0; i < sub.inputs().size(); ++i) to[sub.inputs()[i]] = ins.at(i);
+    for (const Node* node : sub.nodes()) {
+      std::vector<Value*> node_ins;
+      for (const Value* v : node->inputs) node_ins.push_back(to.at(v));
+      std::vector<TensorType> types;
+      for (const Value* v : node->outputs) types.push_back(v->type);
+      Node* copy = graph_.add_node_typed(node->kind, node_ins, node->attrs, types, node->provenance);
+      for (size_t k = 0; k < node->outputs.size(); ++k) to[node->outputs[k]] = copy->outputs[k];
+    }
+    std::vector<Value*> outs;
+    for (const Value* v : sub.outputs()) outs.push_back(to.at(v));
+    return outs;
+  }
+
   Graph graph_;
   std::map<const TensorImpl*, Value*> inputs_;
-  std::map<const AutogradNode*, Node*> nodes_;
+  std::map<const AutogradNode*, std::vector<Value*>> outputs_;  // each recorded node's values
   std::vector<const AutogradNode*> order_;
   std::vector<Tensor> bound_;
 };
@@ -163,6 +182,38 @@ void record_for_autograd(OpKind kind, const AttrMap& attrs, const Provenance& wh
   for (size_t k = 0; k < outputs.size(); ++k) {
     TensorImpl& impl = outputs[k].impl();
     if (!is_floating(impl.type.dtype)) continue;
+    impl.requires_grad = true;
+    impl.grad_fn = node;
+    impl.grad_fn_output = int(k);
+  }
+}
+
+void record_compiled_call(std::shared_ptr<const Graph> graph, const std::vector<Tensor>& inputs,
+                          std::vector<Tensor>& outputs) {
+  if (!t_grad_enabled) return;
+  bool any = false;
+  for (const Tensor& t : inputs) any = any || t.impl().requires_grad;
+  if (!any) return;
+  if (graph->inputs().size() != inputs.size() || graph->outputs().size() != outputs.size())
+    throw Error("kiln::compile: the graph recorded for autograd has " + std::to_string(graph->inputs().size()) +
+                " inputs and " + std::to_string(graph->outputs().size()) + " outputs, the call " +
+                std::to_string(inputs.size()) + " and " + std::to_string(outputs.size()));
+  auto node = std::make_shared<AutogradNode>();
+  node->graph = std::move(graph);
+  node->where = node->graph->outputs().empty() || !node->graph->outputs()[0]->producer
+                    ? Provenance{}
+                    : node->graph->outputs()[0]->producer->provenance;
+  node->inputs = inputs;
+  node->device = inputs[0].device();
+  for (const Tensor& out : outputs) {
+    node->output_types.push_back(out.type());
+    node->outputs.push_back(out.impl().buffer);
+  }
+  for (size_t k = 0; k < outputs.size(); ++k) {
+    TensorImpl& impl = outputs[k].impl();
+    bool is_input = false;  // a function that returns an argument as is returns that tensor
+    for (const Tensor& t : inputs) is_input = is_input || &t.impl() == &impl;
+    if (is_input || !is_floating(impl.type.dtype)) continue;
     impl.requires_grad = true;
     impl.grad_fn = node;
     impl.grad_fn_output = int(k);

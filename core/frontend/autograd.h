@@ -10,6 +10,7 @@
 
 #include "core/frontend/tensor.h"
 #include "core/ir/attr.h"
+#include "core/ir/graph.h"
 #include "core/ir/op.h"
 #include "core/ir/provenance.h"
 
@@ -18,7 +19,10 @@ namespace kiln {
 // One recorded op: what its backward needs. Its outputs' data is kept as buffers, not tensors,
 // so a tensor and the node that made it do not own each other.
 struct AutogradNode {
-  OpKind kind;
+  // A compiled function's call records one node: `graph` (the function as traced at this call's
+  // sizes) maps the inputs to the outputs, and `kind` is unused.
+  std::shared_ptr<const Graph> graph;
+  OpKind kind = OpKind::Constant;
   AttrMap attrs;  // complete
   Provenance where;
   std::vector<Tensor> inputs;
@@ -52,5 +56,12 @@ std::vector<Tensor> grad(const std::vector<Tensor>& outputs, const std::vector<T
 // requires grad, and marks the floating-point outputs as requiring grad.
 void record_for_autograd(OpKind kind, const AttrMap& attrs, const Provenance& where,
                          const std::vector<Tensor>& inputs, std::vector<Tensor>& outputs);
+
+// Called by kiln::compile after a compiled program ran: records the call as one node whose
+// backward differentiates `graph` (inputs: `inputs`, outputs: `outputs`), when grad mode is on and
+// an input requires grad. The backward recomputes the values inside the function it needs; the
+// outputs are saved.
+void record_compiled_call(std::shared_ptr<const Graph> graph, const std::vector<Tensor>& inputs,
+                          std::vector<Tensor>& outputs);
 
 }  // namespace kiln

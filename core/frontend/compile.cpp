@@ -5,10 +5,12 @@
 
 #include <filesystem>
 #include <fstream>
+#include <map>
 #include <mutex>
 #include <optional>
 #include <set>
 
+#include "core/frontend/autograd.h"
 #include "core/frontend/guards.h"
 #include "core/frontend/lazy.h"
 #include "core/frontend/nn/module.h"
@@ -76,6 +78,8 @@ struct Entry {
   std::unique_ptr<Trace> traced;
   std::vector<PassRecord> passes;
   std::optional<Device> device;
+  // For autograd: the function traced with every size fixed, per the calls' input sizes.
+  std::map<std::string, std::shared_ptr<const Graph>> backward_graphs;
 };
 
 struct Engine::State {
@@ -101,7 +105,42 @@ struct Engine::State {
   std::vector<std::vector<bool>> choose_symbolic(std::span<const ArgView> args,
                                                  std::string* reason);
   std::vector<Tensor> run_lazy(Entry& entry, EagerFn eager);
+  std::vector<Tensor> run_program(Entry& entry, std::span<const ArgView> args,
+                                  const std::vector<ModuleTensors>& modules, TraceFn trace);
+  void record_for_backward(Entry& entry, std::span<const ArgView> args, const std::vector<Tensor>& inputs,
+                           TraceFn trace, std::vector<Tensor>& outputs);
 };
+
+std::vector<Tensor> Engine::State::run_program(Entry& entry, std::span<const ArgView> args,
+                                               const std::vector<ModuleTensors>& modules, TraceFn trace) {
+  std::vector<Tensor> inputs = entry.guards.program_inputs(args, modules);
+  std::vector<Tensor> out = entry.program->run(inputs);
+  stats.program = entry.program->stats();  // launches are settled once the shapes are bound
+  record_for_backward(entry, args, inputs, trace, out);
+  return out;
+}
+
+// A differentiable call records one autograd node over the function traced at its sizes (traced
+// again with every size fixed, once per sizes: the program's graph may be symbolic). Its captured
+// tensors (parameters a lambda holds) are among `inputs`, so gradients reach them.
+void Engine::State::record_for_backward(Entry& entry, std::span<const ArgView> args,
+                                        const std::vector<Tensor>& inputs, TraceFn trace,
+                                        std::vector<Tensor>& outputs) {
+  bool any = false;
+  for (const Tensor& t : inputs) any = any || t.requires_grad();
+  if (!grad_mode_enabled() || !any) return;
+  std::string key;
+  for (const Tensor& t : inputs) key += t.type().str() + ";";
+  auto it = entry.backward_graphs.find(key);
+  if (it == entry.backward_graphs.end()) {
+    std::vector<std::vector<bool>> fixed(args.size());
+    for (size_t i = 0; i < args.size(); ++i)
+      if (args[i].kind == ArgKind::Tensor && args[i].tensor->defined()) fixed[i].assign(args[i].tensor->dim(), false);
+    Trace traced = trace_once(args, trace, *entry.device, fixed);
+    it = entry.backward_graphs.emplace(key, std::make_shared<const Graph>(std::move(traced.graph))).first;
+  }
+  record_compiled_call(it->second, inputs, outputs);
+}
 
 std::vector<Tensor> Engine::State::run_lazy(Entry& entry, EagerFn eager) {
   ++stats.lazy_calls;
@@ -146,10 +185,8 @@ std::vector<Tensor> Engine::call(std::span<const ArgView> args, TraceFn trace, E
       continue;
     }
     ++s.stats.cache_hits;
-    if (!entry.program) return s.run_lazy(entry, eager);
-    std::vector<Tensor> out = entry.program->run(entry.guards.program_inputs(args, modules));
-    s.stats.program = entry.program->stats();  // launches are settled once the shapes are bound
-    return out;
+    if (!entry.program) return s.run_lazy(entry, eager);  // differentiable ops run eagerly there
+    return s.run_program(entry, args, modules, trace);
   }
 
   std::string reason = misses.empty() ? "" : misses.front();
@@ -452,9 +489,7 @@ std::vector<Tensor> Engine::State::compile_and_run(std::span<const ArgView> args
   std::vector<Tensor> inputs = stored.guards.program_inputs(args, modules);
   if (debug_dir.empty()) {
     stored.traced = std::make_unique<Trace>(std::move(*traced));
-    std::vector<Tensor> results = stored.program->run(inputs);
-    stats.program = stored.program->stats();
-    return results;
+    return run_program(stored, args, modules, trace);
   }
   // The bundle records this first run, profiled. It is written when the run fails too (a checked
   // mode error), since that is when it is wanted.
@@ -470,6 +505,7 @@ std::vector<Tensor> Engine::State::compile_and_run(std::span<const ArgView> args
   write_bundle(stored.program.get(), timings);
   stored.traced = std::make_unique<Trace>(std::move(*traced));
   stats.program = stored.program->stats();
+  record_for_backward(stored, args, inputs, trace, results);
   return results;
 }
 

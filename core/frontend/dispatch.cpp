@@ -89,7 +89,13 @@ std::vector<Tensor> run_op_at(OpKind kind, const std::vector<Tensor>& inputs, co
   }
   if (Tracer* tracer = tracer_of(inputs)) return tracer->record(kind, inputs, attrs, where);
   if (!inputs.empty())  // inside a compiled function with graph breaks: record, run at a flush
-    if (Tracer* lazy = lazy_tracer()) return lazy->record(kind, inputs, attrs, where);
+    if (Tracer* lazy = lazy_tracer()) {
+      // Except an op autograd must record: the segment so far runs, then this op runs eagerly.
+      bool differentiable = false;
+      for (const Tensor& t : inputs) differentiable = differentiable || t.impl().requires_grad;
+      if (!differentiable || !grad_mode_enabled()) return lazy->record(kind, inputs, attrs, where);
+      flush_lazy();
+    }
   AttrMap full;  // attributes with defaults, completed once for the rule and the backend
   std::vector<TensorType> out_types = infer_types(kind, in_types, attrs, where, &full);
   auto eager = [&] { return run_eager(kind, inputs, full, in_types, out_types, where); };

@@ -29,6 +29,10 @@ Tracer* lazy_tracer() {
   return t_lazy ? t_lazy->recording() : nullptr;
 }
 
+void flush_lazy() {
+  if (t_lazy) t_lazy->flush();
+}
+
 LazySegments::LazySegments(Device device, ProgramOptions options)
     : device_(device), options_(options) {}
 

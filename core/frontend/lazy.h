@@ -52,5 +52,7 @@ class LazySegments {
 
 // The tracer recording this thread's lazy segment, or null outside LazySegments::run.
 Tracer* lazy_tracer();
+// Runs what this thread's lazy segment recorded so far (nothing outside LazySegments::run).
+void flush_lazy();
 
 }  // namespace kiln

@@ -7,12 +7,16 @@
 #include <vector>
 
 #include "core/ir/graph.h"
+#include "core/ir/op.h"
 
 namespace kiln {
 
 // A `type` value filled with `value`: one rank-0 constant, expanded unless `type` is rank 0
 // (symbolic dims stay symbolic).
 Value* add_filled(Graph& graph, double value, const TensorType& type, const Provenance& provenance);
+
+// Gives `kind` its gradient rule (the rule files call it for each op they cover).
+void set_rule(std::vector<OpDef>& table, OpKind kind, VjpFn rule);
 
 class GradBuilder {
  public:
@@ -42,6 +46,24 @@ class GradBuilder {
   Value* sum_to(Value* g, const Shape& shape);
   // Casts `v` to `dtype` unless it already is.
   Value* cast_to(Value* v, DType dtype);
+  // Data movement and sums, as their ops; reshape returns `v` itself when the shape agrees.
+  Value* reshape(Value* v, const Shape& shape);
+  Value* permute(Value* v, const std::vector<int64_t>& dims);
+  Value* expand(Value* v, const Shape& shape);
+  Value* sum(Value* v, const std::vector<int64_t>& dims, bool keepdim);
+  Value* mean(Value* v, const std::vector<int64_t>& dims, bool keepdim);
+  // Constant padding (negative pads crop), in the pad op's order: every begin, then every end.
+  Value* pad(Value* v, const std::vector<int64_t>& pads, double value = 0);
+  // Static slicing of `axes` from `starts` (inclusive) to `ends` (exclusive) by `steps`.
+  Value* slice(Value* v, const std::vector<int64_t>& axes, const std::vector<int64_t>& starts,
+               const std::vector<int64_t>& ends, const std::vector<int64_t>& steps);
+  // `v` with its elements `steps` apart along `axes`, zeros between: the adjoint of a strided slice
+  // from 0 (each axis of n elements becomes n * step long).
+  Value* dilate(Value* v, const std::vector<int64_t>& axes, const std::vector<int64_t>& steps);
+  // A constant tensor of `dims` holding `values` (row-major), converted to `dtype`.
+  Value* constant(const std::vector<double>& values, const std::vector<int64_t>& dims, DType dtype);
+  // Dim `dim` of `v`, which the rule needs as a number: raises the rule's error when it is symbolic.
+  int64_t static_dim(const Value* v, int64_t dim, const std::string& what) const;
   // Raises kiln::Error naming the op, its input types and the forward node's source line.
   [[noreturn]] void fail(const std::string& why) const;
 

@@ -42,6 +42,8 @@ struct OpTable {
     ops::define_pointwise_grads(defs);
     ops::define_reduce_grads(defs);
     ops::define_linalg_grads(defs);
+    ops::define_conv_grads(defs);
+    ops::define_norm_grads(defs);
     ops::define_shape_grads(defs);
   }
 };

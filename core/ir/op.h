@@ -111,6 +111,8 @@ void define_shape(std::vector<OpDef>& table);
 void define_pointwise_grads(std::vector<OpDef>& table);
 void define_reduce_grads(std::vector<OpDef>& table);
 void define_linalg_grads(std::vector<OpDef>& table);
+void define_conv_grads(std::vector<OpDef>& table);
+void define_norm_grads(std::vector<OpDef>& table);
 void define_shape_grads(std::vector<OpDef>& table);
 }  // namespace ops
 

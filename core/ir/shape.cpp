@@ -1,6 +1,8 @@
 // Shape helpers.
 #include "core/ir/shape.h"
 
+#include <algorithm>
+
 #include "core/support/error.h"
 
 namespace kiln {
@@ -57,6 +59,23 @@ std::vector<int64_t> contiguous_strides(const std::vector<int64_t>& dims) {
   std::vector<int64_t> strides(dims.size(), 1);
   for (int64_t i = int64_t(dims.size()) - 2; i >= 0; --i) strides[i] = strides[i + 1] * dims[i + 1];
   return strides;
+}
+
+SymInt slice_first(const SymInt& d, int64_t start, int64_t step) {
+  if (d.is_static()) {
+    int64_t n = d.value();
+    if (n == 0) return 0;
+    int64_t lo = 0, hi = step > 0 ? n : n - 1;
+    if (start == kSliceOpenBegin) return lo;
+    if (start == kSliceOpenEnd) return hi;
+    return std::clamp(start < 0 ? start + n : start, lo, hi);
+  }
+  SymInt lo = 0, hi = step > 0 ? d : d - 1;
+  if (start == kSliceOpenBegin) return lo;
+  if (start == kSliceOpenEnd) return hi;
+  SymInt v = start < 0 ? d + start : SymInt(start);
+  SymInt at_most_hi = v + hi - sym_max(v, hi);  // min(v, hi)
+  return sym_max(lo, at_most_hi);
 }
 
 }  // namespace kiln

@@ -30,6 +30,14 @@ struct TensorType {
 };
 
 // Normalizes a possibly negative axis; throws kiln::Error naming `what` when out of range.
+// ONNX Slice bounds past either end: a start or end of kSliceOpenEnd runs to the end, one of
+// kSliceOpenBegin to before the first element (what a negative step needs to reach index 0).
+constexpr int64_t kSliceOpenEnd = INT64_MAX;
+constexpr int64_t kSliceOpenBegin = INT64_MIN;
+// The first element a slice from `start` by `step` reads along a dim of size d (ONNX clamping,
+// as numpy). Symbolic sizes give a SymInt expression evaluated at launch; no guard is recorded.
+SymInt slice_first(const SymInt& d, int64_t start, int64_t step);
+
 int64_t normalize_axis(int64_t axis, int64_t rank, const std::string& what);
 
 // Row-major strides of static dims.

@@ -15,8 +15,6 @@
 namespace kiln::kernel {
 namespace {
 
-constexpr int64_t kOpenEnd = std::numeric_limits<int64_t>::max();
-constexpr int64_t kOpenBegin = std::numeric_limits<int64_t>::min();
 
 using ValueFn = std::function<ExprRef(KernelBuilder&)>;
 
@@ -51,25 +49,6 @@ std::vector<ExprRef> output_coords(size_t rank) {
   std::vector<ExprRef> c;
   for (size_t i = 0; i < rank; ++i) c.push_back(coord(int(i)));
   return c;
-}
-
-// The first element a slice reads along a dim of size d (ONNX clamping, as the reference does).
-// Symbolic sizes give a SymInt expression evaluated at launch; no guard is recorded.
-SymInt slice_first(const SymInt& d, int64_t start, int64_t step) {
-  if (d.is_static()) {
-    int64_t n = d.value();
-    if (n == 0) return 0;
-    int64_t lo = 0, hi = step > 0 ? n : n - 1;
-    if (start == kOpenBegin) return lo;
-    if (start == kOpenEnd) return hi;
-    return std::clamp(start < 0 ? start + n : start, lo, hi);
-  }
-  SymInt lo = 0, hi = step > 0 ? d : d - 1;
-  if (start == kOpenBegin) return lo;
-  if (start == kOpenEnd) return hi;
-  SymInt v = start < 0 ? d + start : SymInt(start);
-  SymInt at_most_hi = v + hi - sym_max(v, hi);  // min(v, hi)
-  return sym_max(lo, at_most_hi);
 }
 
 LoweredOp lower_slice(const AttrMap& attrs, const TensorType& x, const TensorType& out, int origin) {

@@ -230,16 +230,40 @@ void map_softmax(N& n, OpKind kind) {
   n.set_output(0, n.reshape(n.emit(kind, {flat}, {{"dim", int64_t(1)}}), x->type.shape));
 }
 
+// Training mode normalizes with the batch's mean and (biased) variance, computed here so that
+// they differentiate through; outputs 1 and 2 are the running statistics updated by `momentum`.
 void map_batch_norm(N& n) {
   require_float(n);
-  if (n.attr_int("training_mode", 0) != 0) n.unsupported("training_mode=1");
   if (n.attr_int("spatial", 1) != 1) n.unsupported("spatial=0 (opset < 9)");
-  for (size_t i = 1; i < n.num_outputs(); ++i)
-    if (n.has_output(i)) n.unsupported("training outputs (running mean/var)");
+  const bool training = n.attr_int("training_mode", 0) != 0;
+  if (!training)
+    for (size_t i = 1; i < n.num_outputs(); ++i)
+      if (n.has_output(i)) n.unsupported("running mean/var outputs outside training_mode");
+  Value* x = n.input(0);
+  Value* mean = n.input(3);
+  Value* var = n.input(4);
+  if (training) {
+    Ints dims = {0};
+    for (size_t d = 2; d < x->type.rank(); ++d) dims.push_back(int64_t(d));
+    Value* kept = n.emit(OpKind::Mean, {x}, {{"dims", dims}, {"keepdim", true}});
+    Value* centered = n.emit(OpKind::Sub, {x, kept});
+    Value* squares = n.emit(OpKind::Mul, {centered, centered});
+    var = n.emit(OpKind::Mean, {squares}, {{"dims", dims}, {"keepdim", false}});
+    mean = n.emit(OpKind::Reshape, {kept}, {{"shape", Shape{x->type.shape[1]}}});
+    const double momentum = n.attr_float("momentum", 0.9);
+    auto running = [&](Value* old_value, Value* batch) {  // old * momentum + batch * (1 - momentum)
+      const DType t = old_value->type.dtype;
+      Value* kept_part = n.emit(OpKind::Mul, {old_value, n.scalar(momentum, t)});
+      if (batch->type.dtype != t) batch = n.emit(OpKind::Cast, {batch}, {{"dtype", t}});
+      Value* batch_part = n.emit(OpKind::Mul, {batch, n.scalar(1 - momentum, t)});
+      return n.emit(OpKind::Add, {kept_part, batch_part});
+    };
+    if (n.has_output(1)) n.set_output(1, running(n.input(3), mean));
+    if (n.has_output(2)) n.set_output(2, running(n.input(4), var));
+  }
   AttrMap a{{"eps", n.attr_float("epsilon", 1e-5)}};
-  // kiln order: x, running_mean, running_var, weight, bias.
-  n.set_output(0, n.emit(OpKind::BatchNorm,
-                         {n.input(0), n.input(3), n.input(4), n.input(1), n.input(2)}, a));
+  // kiln order: x, mean, var, weight, bias.
+  n.set_output(0, n.emit(OpKind::BatchNorm, {x, mean, var, n.input(1), n.input(2)}, a));
 }
 
 void map_layer_norm(N& n) {

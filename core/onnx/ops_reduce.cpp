@@ -1,7 +1,6 @@
 // ONNX reductions -> kiln reduce ops: ReduceSum/Mean/Max/Min/Prod and the composite ReduceL1/L2/
 // LogSum/LogSumExp/SumSquare (axes from the attribute or, from opset 13 for ReduceSum, an input),
 // and ArgMax/ArgMin (select_last_index through a reversed view).
-#include <limits>
 
 #include "core/onnx/import_context.h"
 
@@ -64,9 +63,8 @@ void map_arg(N& n, OpKind kind) {
   }
   // The last extreme index is (size-1) minus the first extreme index of the reversed axis.
   const SymInt& size = x->type.shape[size_t(axis)];
-  constexpr int64_t kOpenBegin = std::numeric_limits<int64_t>::min();
   Value* rev = n.emit(OpKind::Slice, {x}, {{"axes", Ints{axis}}, {"starts", Ints{-1}},
-                                           {"ends", Ints{kOpenBegin}}, {"steps", Ints{-1}}});
+                                           {"ends", Ints{kSliceOpenBegin}}, {"steps", Ints{-1}}});
   Value* idx = n.emit(kind, {rev}, {{"dim", axis}, {"keepdim", keepdims}});
   if (!size.is_static()) n.unsupported("select_last_index on a symbolic dim");
   n.set_output(0, n.emit(OpKind::Sub, {n.scalar(double(size.value() - 1), DType::I64), idx}));

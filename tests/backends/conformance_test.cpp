@@ -3,7 +3,8 @@
 // reference within the case's tolerance. Devices: each registered one but cpu (Vulkan, CUDA, and
 // null, which computes nothing: there each case must compile and plan with sane kernel counts) and
 // the CUDA host emulator (tests/support) on a representative subset, since it compiles every kernel
-// with the host compiler. On Vulkan the Khronos validation layer is on and any validation message
+// with the host compiler. Each case's gradients (eager autograd's backward program) must match the
+// cpu reference's too. On Vulkan the Khronos validation layer is on and any validation message
 // fails the test. A new backend passes this suite as is.
 #include <gtest/gtest.h>
 
@@ -38,6 +39,11 @@ const std::set<std::string> kEmulatedOpCases = {
     "div_i32", "where", "sum_dim2_f32", "amax_dim1_i32", "argmin_dim0_keep_f32", "softmax_dim0_f32",
     "matmul_batched", "conv2d_stride_pad_groups", "max_pool2d_ceil_pad", "layer_norm", "gather",
     "concat", "pad_reflect", "linear", "conv_transpose2d", "avg_pool2d_exclude_pad", "slice_negative_step"};
+
+// The op cases whose gradients the CUDA host emulator runs (each backward is a program of several
+// kernels, each compiled by the host compiler).
+const std::set<std::string> kEmulatedGradientCases = {"exp", "add_f32", "softmax_dim0_f32", "matmul_batched",
+                                                      "conv2d_stride_pad_groups", "max_pool2d_ceil_pad", "layer_norm"};
 
 struct DeviceUnderTest {
   std::string label;  // test name prefix
@@ -263,7 +269,64 @@ TEST(ConformanceCases, EmulatedSubsetNamesExistingCases) {
   std::set<std::string> names;
   for (const OpCase& oc : ops()) EXPECT_TRUE(names.insert(oc.name).second) << "two cases named " << oc.name;
   for (const std::string& name : kEmulatedOpCases) EXPECT_TRUE(names.count(name)) << "no op case named " << name;
+  for (const std::string& name : kEmulatedGradientCases) EXPECT_TRUE(names.count(name)) << "no op case named " << name;
 }
+
+// --- gradients: eager autograd's backward programs ----------------------------------------------
+
+// d/dx of L = sum(y * w) for every floating input x of the case, w a fixed pattern so that each
+// element of y counts; empty when no gradient reaches the inputs (integer or piecewise-constant ops).
+std::vector<Tensor> case_gradients(const OpCase& oc, std::vector<Tensor> inputs) {
+  std::vector<Tensor> wrt;
+  for (Tensor& t : inputs)
+    if (is_floating(t.dtype())) wrt.push_back(t.requires_grad_());
+  if (wrt.empty()) return {};
+  const Tensor y = oc.run(inputs);
+  if (!is_floating(y.dtype()) || !y.requires_grad()) return {};
+  std::vector<double> pattern(size_t(y.numel()));
+  for (size_t i = 0; i < pattern.size(); ++i) pattern[i] = std::sin(double(i) + 0.5);
+  const Tensor w = from_vector(pattern, y.sizes()).to(y.dtype()).to(y.device());
+  return grad({sum(y * w)}, wrt);
+}
+
+std::vector<size_t> gradient_devices() {
+  std::vector<size_t> out;
+  for (size_t d = 0; d < devices().size(); ++d)
+    if (devices()[d].kind != BackendKind::Null) out.push_back(d);  // null computes no values
+  return out;
+}
+
+class ConformanceGradient : public ::testing::TestWithParam<size_t> {};
+
+// Every case's backward runs where its forward ran; the gradients match the cpu reference's within
+// ten times the forward's tolerance (at least 1e-4), as they sum more terms. Where no gradient
+// reaches the inputs (integer and piecewise-constant ops), none may on the device either. One test
+// per device, the cases in turn (a process per case would cost more than the cases).
+TEST_P(ConformanceGradient, EveryCaseMatchesCpuReference) {
+  const DeviceUnderTest& under_test = devices()[GetParam()];
+  const Device dev = open(under_test);
+  for (OpCase oc : ops()) {
+    if (under_test.emulated && !kEmulatedGradientCases.count(oc.name)) continue;
+    if (dev.kind() == BackendKind::Cuda && !dev.backend().caps().f16 && oc.name.find("f16") != std::string::npos)
+      continue;  // cuda_fp16.h not found: f16 kernels cannot run on this CUDA device
+    SCOPED_TRACE("gradient of " + oc.name);
+    const std::vector<Tensor> host = oc.inputs();
+    const std::vector<Tensor> expected = case_gradients(oc, host);
+    std::vector<Tensor> moved;
+    for (const Tensor& t : host) moved.push_back(t.to(dev));
+    const std::vector<Tensor> actual = case_gradients(oc, moved);
+    ASSERT_EQ(actual.size(), expected.size()) << "the device and the cpu disagree on which inputs get gradients";
+    oc.rtol = std::max(10 * oc.rtol, 1e-4);
+    oc.atol = std::max(10 * oc.atol, 1e-4);
+    for (size_t i = 0; i < actual.size(); ++i)
+      expect_matches(actual[i], expected[i], dev, oc, "gradient of floating input " + std::to_string(i));
+    expect_no_validation_messages(dev);
+  }
+}
+
+std::string gradient_param_name(const ::testing::TestParamInfo<size_t>& info) { return devices()[info.param].label; }
+
+INSTANTIATE_TEST_SUITE_P(AllOps, ConformanceGradient, ::testing::ValuesIn(gradient_devices()), gradient_param_name);
 
 // --- compiled programs of several ops: fused kernels and templates --------------------------------
 

@@ -1,5 +1,6 @@
 // kiln-bench: matmul GFLOP/s (cpu reference and Vulkan), elementwise bandwidth beside a host
-// STREAM triad measured in the same run, eager dispatch overhead per op, and (Vulkan) the row
+// STREAM triad measured in the same run, eager dispatch overhead per op (with and without
+// recording for autograd), and (Vulkan) the row
 // templates against the generic lowering. Each figure is the median of --reps runs after one warm-up.
 #include <algorithm>
 #include <chrono>
@@ -336,6 +337,19 @@ void bench_eager(const Args& args) {
       total.push_back(done * 1e6 / double(args.ops));
     }
     std::printf("%-10s %16.2f %16.2f\n", name.c_str(), median(issue), median(total));
+    // The same chain on an input that requires grad: every op also records what backward needs.
+    Tensor leaf = x.detach();
+    leaf.requires_grad_();
+    std::vector<double> recorded;
+    for (int r = 0; r <= args.reps; ++r) {
+      auto start = Clock::now();
+      Tensor y = leaf;
+      for (int64_t i = 0; i < args.ops; ++i) y = add(y, leaf);
+      if (r > 0) recorded.push_back(seconds_since(start) * 1e6 / double(args.ops));
+      wait_for(device);
+    }
+    std::printf("%-10s %16.2f %16s  (recording for autograd: %.2fx the issue time)\n", name.c_str(),
+                median(recorded), "-", median(recorded) / median(issue));
     if (device.kind() == BackendKind::Cpu) continue;
     // The same chain waiting after every op, as eager mode did before launches were queued.
     std::vector<double> waited;

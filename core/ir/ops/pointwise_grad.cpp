@@ -139,6 +139,13 @@ void define_pointwise_grads(std::vector<OpDef>& t) {
     Value* gb = where(b, at_zero, c(b, 0, g), mul(b, g, mul(b, y, b.op(K::Log, {a}))));
     return std::pair{ga, gb};
   });
+  set_binary(t, K::Mod, [](G& b, Value* a, Value* bv, Value*, Value* g) {  // a - b q, q = floor(a / b)
+    Value* q = div(b, a, bv);
+    Value* whole = b.attrs().get_bool("fmod")  // C fmod: q truncated
+                       ? where(b, b.op(K::Lt, {q, c(b, 0, q)}), b.op(K::Ceil, {q}), b.op(K::Floor, {q}))
+                       : b.op(K::Floor, {q});
+    return std::pair{g, neg(b, mul(b, g, whole))};
+  });
   set_binary(t, K::Maximum, [](G& b, Value* a, Value* bv, Value*, Value* g) { return extremum_grad(b, a, bv, g, K::Gt); });
   set_binary(t, K::Minimum, [](G& b, Value* a, Value* bv, Value*, Value* g) { return extremum_grad(b, a, bv, g, K::Lt); });
 

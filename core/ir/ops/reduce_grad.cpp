@@ -43,11 +43,6 @@ Value* sum_keep(G& b, Value* v, const std::vector<int64_t>& dims) {
   return b.op(K::Sum, {v}, attrs);
 }
 
-void set(std::vector<OpDef>& t, K kind, std::vector<Value*> (*rule)(G&)) {
-  t[size_t(kind)].gradient = Gradient::Rule;
-  t[size_t(kind)].vjp = rule;
-}
-
 // max/min over dims: the elements equal to the result share its gradient evenly (torch.amax).
 std::vector<Value*> extremum_grad(G& b) {
   std::vector<int64_t> dims = reduced_dims(b);
@@ -64,8 +59,8 @@ std::vector<Value*> extremum_grad(G& b) {
 }  // namespace
 
 void define_reduce_grads(std::vector<OpDef>& t) {
-  set(t, K::Sum, [](G& b) -> std::vector<Value*> { return {spread(b, b.grad(), reduced_dims(b))}; });
-  set(t, K::Mean, [](G& b) -> std::vector<Value*> {
+  set_rule(t, K::Sum, [](G& b) -> std::vector<Value*> { return {spread(b, b.grad(), reduced_dims(b))}; });
+  set_rule(t, K::Mean, [](G& b) -> std::vector<Value*> {
     std::vector<int64_t> dims = reduced_dims(b);
     const TensorType& x = b.input(0)->type;
     Value* g = spread(b, b.grad(), dims);
@@ -78,21 +73,21 @@ void define_reduce_grads(std::vector<OpDef>& t) {
     Value* ones = b.op(K::Expand, {b.scalar(1, x.dtype)}, shape);
     return {b.op(K::Div, {g, b.op(K::Expand, {sum_keep(b, ones, dims)}, shape)})};
   });
-  set(t, K::ReduceMax, extremum_grad);
-  set(t, K::ReduceMin, extremum_grad);
-  set(t, K::Prod, [](G& b) -> std::vector<Value*> {  // y / x; inputs with zeros need torch's product of others
+  set_rule(t, K::ReduceMax, extremum_grad);
+  set_rule(t, K::ReduceMin, extremum_grad);
+  set_rule(t, K::Prod, [](G& b) -> std::vector<Value*> {  // y / x; inputs with zeros need torch's product of others
     std::vector<int64_t> dims = reduced_dims(b);
     Value* x = b.input(0);
     Value* zero_free = b.op(K::Div, {spread(b, b.op(K::Mul, {b.grad(), b.output()}), dims), x});
     return {zero_free};
   });
-  set(t, K::LogSumExp, [](G& b) -> std::vector<Value*> {  // g exp(x - y)
+  set_rule(t, K::LogSumExp, [](G& b) -> std::vector<Value*> {  // g exp(x - y)
     std::vector<int64_t> dims = reduced_dims(b);
     Value* x = b.input(0);
     Value* p = b.op(K::Exp, {b.op(K::Sub, {x, spread(b, b.output(), dims)})});
     return {b.op(K::Mul, {spread(b, b.grad(), dims), p})};
   });
-  set(t, K::Softmax, [](G& b) -> std::vector<Value*> {  // y (g - sum(g y))
+  set_rule(t, K::Softmax, [](G& b) -> std::vector<Value*> {  // y (g - sum(g y))
     int64_t dim = b.attrs().get_int("dim");
     if (dim < 0) dim += int64_t(b.input(0)->type.rank());
     Value* y = b.output();
@@ -100,7 +95,7 @@ void define_reduce_grads(std::vector<OpDef>& t) {
     Value* dot = sum_keep(b, b.op(K::Mul, {g, y}), {dim});
     return {b.op(K::Mul, {y, b.op(K::Sub, {g, dot})})};
   });
-  set(t, K::LogSoftmax, [](G& b) -> std::vector<Value*> {  // g - exp(y) sum(g)
+  set_rule(t, K::LogSoftmax, [](G& b) -> std::vector<Value*> {  // g - exp(y) sum(g)
     int64_t dim = b.attrs().get_int("dim");
     if (dim < 0) dim += int64_t(b.input(0)->type.rank());
     Value* g = b.grad();

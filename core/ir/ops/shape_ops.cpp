@@ -8,8 +8,6 @@
 namespace kiln::ops {
 namespace {
 
-constexpr int64_t kOpenEnd = std::numeric_limits<int64_t>::max();
-constexpr int64_t kOpenBegin = std::numeric_limits<int64_t>::min();
 
 std::string ints_str(const std::vector<int64_t>& v) {
   std::string s = "[";
@@ -133,8 +131,8 @@ std::vector<TensorType> permute_rule(const InferContext& ctx) {
 // Clamps v into [lo, hi]. Decisions on symbolic bounds become guards, except the ones known
 // anyway: an open end exceeds every bound, and nothing <= 0 exceeds a size (`hi_is_size`).
 SymInt clamp_sym(const SymInt& v, const SymInt& lo, const SymInt& hi, bool hi_is_size) {
-  if (v.is_static() && v.value() == kOpenBegin) return lo;
-  if (v.is_static() && v.value() == kOpenEnd) return hi;
+  if (v.is_static() && v.value() == kSliceOpenBegin) return lo;
+  if (v.is_static() && v.value() == kSliceOpenEnd) return hi;
   if (v < lo) return lo;
   if (hi_is_size && v.is_static() && v.value() <= 0) return v;
   if (v > hi) return hi;
@@ -151,8 +149,8 @@ SymInt steps_in(const SymInt& span, int64_t step) {
 // negative indices count from the end, then clamp into [0, d] for a positive step and [-1, d-1]
 // for a negative one; the result may be empty.
 SymInt slice_length(const SymInt& d, int64_t start, int64_t end, int64_t step) {
-  SymInt s = start < 0 && start != kOpenBegin ? d - (-start) : SymInt(start);
-  SymInt e = end < 0 && end != kOpenBegin ? d - (-end) : SymInt(end);
+  SymInt s = start < 0 && start != kSliceOpenBegin ? d - (-start) : SymInt(start);
+  SymInt e = end < 0 && end != kSliceOpenBegin ? d - (-end) : SymInt(end);
   if (step > 0) {
     s = clamp_sym(s, 0, d, true);
     e = clamp_sym(e, 0, d, true);
@@ -186,7 +184,7 @@ std::vector<TensorType> slice_rule(const InferContext& ctx) {
     int64_t axis = ctx.axis(axes[i], rank);
     if (seen[size_t(axis)]) ctx.fail("axis " + std::to_string(axis) + " is sliced more than once");
     seen[size_t(axis)] = true;
-    if (steps[i] == 0 || steps[i] == kOpenBegin)
+    if (steps[i] == 0 || steps[i] == kSliceOpenBegin)
       ctx.fail("step must not be 0 or INT64_MIN (axis " + std::to_string(axis) + ")");
     out[size_t(axis)] = slice_length(x.shape[size_t(axis)], starts[i], ends[i], steps[i]);
   }

@@ -1,0 +1,321 @@
+// Gradient rules of convolution and pooling, written in kiln's own ops:
+// - conv: the input's gradient is a conv_transpose of the output's gradient with the same weight;
+//   the weight's is a correlation of the input with the output's gradient (a conv in which stride
+//   and dilation swap roles), every group at once as one grouped conv;
+// - conv_transpose: the same adjoint pair the other way round;
+// - pooling: each kernel tap reads a strided slice of the padded input, so a tap's share of the
+//   gradient goes back by the inverse placement: zeros interleaved by the stride, then padding.
+#include <cmath>
+#include <limits>
+
+#include "core/ir/grad_builder.h"
+#include "core/ir/op.h"
+
+namespace kiln::ops {
+namespace {
+
+using G = GradBuilder;
+using K = OpKind;
+
+// A window op's per-spatial-dim attributes, ONNX defaults filled.
+struct Window {
+  size_t spatial = 0;
+  std::vector<int64_t> kernel, stride, dilation, pad_begin, pad_end;
+
+  std::vector<int64_t> pads() const {  // the attribute's order: begins, then ends
+    std::vector<int64_t> p = pad_begin;
+    p.insert(p.end(), pad_end.begin(), pad_end.end());
+    return p;
+  }
+  int64_t extent(size_t i) const { return dilation[i] * (kernel[i] - 1) + 1; }
+};
+
+std::vector<int64_t> per_dim(const G& b, const char* name, size_t count, int64_t fill) {
+  if (!b.attrs().has(name)) return std::vector<int64_t>(count, fill);
+  std::vector<int64_t> v = b.attrs().get_ints(name);
+  if (v.empty()) v.assign(count, fill);
+  return v;
+}
+
+Window window(const G& b, std::vector<int64_t> kernel) {
+  Window w;
+  w.spatial = b.input(0)->type.rank() - 2;
+  w.kernel = std::move(kernel);
+  w.stride = per_dim(b, "stride", w.spatial, 1);
+  w.dilation = per_dim(b, "dilation", w.spatial, 1);
+  const std::vector<int64_t> pads = per_dim(b, "padding", 2 * w.spatial, 0);
+  w.pad_begin.assign(pads.begin(), pads.begin() + long(w.spatial));
+  w.pad_end.assign(pads.begin() + long(w.spatial), pads.end());
+  return w;
+}
+
+// The spatial dims of `v` ([N, C, *spatial]) as numbers.
+std::vector<int64_t> spatial_of(const G& b, const Value* v, const char* what) {
+  std::vector<int64_t> out;
+  for (size_t i = 2; i < v->type.rank(); ++i) {
+    if (!v->type.shape[i].is_static())
+      b.fail(std::string("the gradient needs the ") + what + "'s spatial sizes as numbers, got " + v->type.str());
+    out.push_back(v->type.shape[i].value());
+  }
+  return out;
+}
+
+int64_t channels_of(const G& b, const Value* v, const char* what) {
+  if (!v->type.shape[1].is_static())
+    b.fail(std::string("the gradient needs the ") + what + "'s channels as a number, got " + v->type.str());
+  return v->type.shape[1].value();
+}
+
+std::vector<int64_t> iota(size_t from, size_t to) {
+  std::vector<int64_t> v;
+  for (size_t i = from; i < to; ++i) v.push_back(int64_t(i));
+  return v;
+}
+
+// `v` sliced to its first `sizes` along the spatial dims (no-op where they already agree).
+Value* crop_spatial(G& b, Value* v, const std::vector<int64_t>& sizes) {
+  const std::vector<int64_t> have = spatial_of(b, v, "gradient");
+  if (have == sizes) return v;
+  const std::vector<int64_t> axes = iota(2, 2 + sizes.size());
+  return b.slice(v, axes, std::vector<int64_t>(sizes.size(), 0), sizes, std::vector<int64_t>(sizes.size(), 1));
+}
+
+// dW[co, ci / groups, *kernel] = sum over n and o of gout[n, co, o] * input_padded[n, ci, o * stride
+// + k * dilation]: the weight gradient of a conv from `input` to `gout`. It is one grouped conv of
+// the input with batch and channels swapped by the output gradient taken as the weight.
+Value* correlate(G& b, Value* input, Value* gout, const Window& w, const std::vector<int64_t>& pad_end,
+                 int64_t groups) {
+  const size_t s = w.spatial;
+  const int64_t in_group = channels_of(b, input, "input") / groups;
+  const int64_t out_group = channels_of(b, gout, "output gradient") / groups;
+  const SymInt n = input->type.shape[0];
+  auto tail = [](const Value* v) { return Shape(v->type.shape.begin() + 2, v->type.shape.end()); };
+  auto shape = [](Shape head, const Shape& rest) {
+    head.insert(head.end(), rest.begin(), rest.end());
+    return head;
+  };
+  auto order = [s](std::vector<int64_t> head) {
+    for (size_t i = 0; i < s; ++i) head.push_back(int64_t(3 + i));
+    return head;
+  };
+  // input [N, G * Cig, *sp] -> [Cig, G * N, *sp], channels group-major.
+  Value* x = b.reshape(input, shape({n, groups, in_group}, tail(input)));
+  x = b.reshape(b.permute(x, order({2, 1, 0})), shape({in_group, n * groups}, tail(input)));
+  // gout [N, G * Cog, *osp] -> [G * Cog, N, *osp]: the conv's weight, one group per kernel group.
+  Value* g = b.reshape(gout, shape({n, groups, out_group}, tail(gout)));
+  g = b.reshape(b.permute(g, order({1, 2, 0})), shape({out_group * groups, n}, tail(gout)));
+  std::vector<int64_t> pads = w.pad_begin;
+  pads.insert(pads.end(), pad_end.begin(), pad_end.end());
+  AttrMap attrs;
+  attrs.set("stride", w.dilation);
+  attrs.set("padding", pads);
+  attrs.set("dilation", w.stride);
+  attrs.set("groups", groups);
+  Value* r = crop_spatial(b, b.op(K::Conv, {x, g}, attrs), w.kernel);  // [Cig, Co, *kernel]
+  std::vector<int64_t> swap = {1, 0};
+  for (size_t i = 0; i < s; ++i) swap.push_back(int64_t(2 + i));
+  return b.permute(r, swap);
+}
+
+Value* bias_grad(G& b, Value* g) {
+  std::vector<int64_t> dims = {0};
+  for (size_t i = 2; i < g->type.rank(); ++i) dims.push_back(int64_t(i));
+  return b.sum(g, dims, false);
+}
+
+std::vector<Value*> conv_grad(G& b) {
+  Value* x = b.input(0);
+  Value* weight = b.input(1);
+  const std::vector<int64_t> kernel = spatial_of(b, weight, "weight");
+  const Window w = window(b, kernel);
+  const int64_t groups = b.attrs().get_int("groups");
+  Value* g = b.grad();
+  std::vector<Value*> out(b.node().inputs.size(), nullptr);
+  if (b.wanted(0)) {
+    // The transpose's output size falls short of the input's by what the last stride left over.
+    const std::vector<int64_t> in = spatial_of(b, x, "input"), outs = spatial_of(b, b.output(), "output");
+    std::vector<int64_t> output_padding;
+    for (size_t i = 0; i < w.spatial; ++i)
+      output_padding.push_back(in[i] + w.pad_begin[i] + w.pad_end[i] - w.extent(i) - (outs[i] - 1) * w.stride[i]);
+    AttrMap attrs;
+    attrs.set("stride", w.stride);
+    attrs.set("padding", w.pads());
+    attrs.set("output_padding", output_padding);
+    attrs.set("dilation", w.dilation);
+    attrs.set("groups", groups);
+    out[0] = b.op(K::ConvTranspose, {g, weight}, attrs);
+  }
+  if (b.wanted(1)) out[1] = correlate(b, x, g, w, w.pad_end, groups);
+  if (out.size() == 3 && b.wanted(2)) out[2] = bias_grad(b, g);
+  return out;
+}
+
+std::vector<Value*> conv_transpose_grad(G& b) {
+  Value* x = b.input(0);
+  Value* weight = b.input(1);
+  const Window w = window(b, spatial_of(b, weight, "weight"));
+  const std::vector<int64_t> output_padding = per_dim(b, "output_padding", w.spatial, 0);
+  const int64_t groups = b.attrs().get_int("groups");
+  Value* g = b.grad();
+  std::vector<Value*> out(b.node().inputs.size(), nullptr);
+  if (b.wanted(0)) {
+    AttrMap attrs;
+    attrs.set("stride", w.stride);
+    attrs.set("padding", w.pads());
+    attrs.set("dilation", w.dilation);
+    attrs.set("groups", groups);
+    // Rows of output padding beyond a stride give the conv one more output row: cropped.
+    out[0] = crop_spatial(b, b.op(K::Conv, {g, weight}, attrs), spatial_of(b, x, "input"));
+  }
+  if (b.wanted(1)) {
+    // The output gradient padded as the transpose's output was cropped; the output padding
+    // already supplies part of the end.
+    std::vector<int64_t> pad_end;
+    for (size_t i = 0; i < w.spatial; ++i) pad_end.push_back(std::max<int64_t>(0, w.pad_end[i] - output_padding[i]));
+    out[1] = correlate(b, g, x, w, pad_end, groups);
+  }
+  if (out.size() == 3 && b.wanted(2)) out[2] = bias_grad(b, g);
+  return out;
+}
+
+// Pooling: the input padded (with `fill`) so that every window's every tap lies inside it.
+struct Taps {
+  Window w;
+  std::vector<int64_t> in, out, padded;  // spatial sizes
+  std::vector<int64_t> pads;             // of the pad op over all dims
+};
+
+Taps taps_of(G& b) {
+  Taps t;
+  t.w = window(b, b.attrs().get_ints("kernel"));
+  t.in = spatial_of(b, b.input(0), "input");
+  t.out = spatial_of(b, b.output(), "output");
+  const size_t rank = b.input(0)->type.rank();
+  t.pads.assign(2 * rank, 0);
+  for (size_t i = 0; i < t.w.spatial; ++i) {
+    const int64_t need = (t.out[i] - 1) * t.w.stride[i] + t.w.extent(i);
+    t.padded.push_back(need);
+    t.pads[2 + i] = t.w.pad_begin[i];
+    t.pads[rank + 2 + i] = need - t.in[i] - t.w.pad_begin[i];
+  }
+  return t;
+}
+
+// The taps in the kernel's row-major order (the order the forward scans a window in).
+std::vector<std::vector<int64_t>> tap_offsets(const Window& w) {
+  std::vector<std::vector<int64_t>> all = {{}};
+  for (size_t i = 0; i < w.spatial; ++i) {
+    std::vector<std::vector<int64_t>> next;
+    for (const auto& prefix : all)
+      for (int64_t k = 0; k < w.kernel[i]; ++k) {
+        next.push_back(prefix);
+        next.back().push_back(k);
+      }
+    all = std::move(next);
+  }
+  return all;
+}
+
+// What tap `offset` reads: padded[o * stride + offset * dilation] for every output position o.
+Value* tap(G& b, Value* padded, const Taps& t, const std::vector<int64_t>& offset) {
+  std::vector<int64_t> starts, ends;
+  for (size_t i = 0; i < t.w.spatial; ++i) {
+    starts.push_back(offset[i] * t.w.dilation[i]);
+    ends.push_back(starts.back() + (t.out[i] - 1) * t.w.stride[i] + 1);
+  }
+  return b.slice(padded, iota(2, 2 + t.w.spatial), starts, ends, t.w.stride);
+}
+
+// The adjoint of `tap`: v [N, C, *out] placed at the tap's positions of the padded extent.
+Value* untap(G& b, Value* v, const Taps& t, const std::vector<int64_t>& offset) {
+  const size_t s = t.w.spatial;
+  v = b.dilate(v, iota(2, 2 + s), t.w.stride);
+  const size_t rank = 2 + s;
+  std::vector<int64_t> pads(2 * rank, 0);
+  for (size_t i = 0; i < s; ++i) {
+    pads[2 + i] = offset[i] * t.w.dilation[i];
+    pads[rank + 2 + i] = t.padded[i] - pads[2 + i] - t.out[i] * t.w.stride[i];  // < 0 crops
+  }
+  return b.pad(v, pads);
+}
+
+// Sums the taps' placed shares and crops the padding away.
+Value* gather_taps(G& b, const Taps& t, const std::vector<Value*>& shares) {
+  const std::vector<std::vector<int64_t>> offsets = tap_offsets(t.w);
+  Value* total = nullptr;
+  for (size_t k = 0; k < offsets.size(); ++k) {
+    Value* placed = untap(b, shares[k], t, offsets[k]);
+    total = total ? b.op(K::Add, {total, placed}) : placed;
+  }
+  std::vector<int64_t> crop;
+  for (int64_t p : t.pads) crop.push_back(-p);
+  return b.pad(total, crop);
+}
+
+// The first tap (in scan order) that holds the window's maximum takes the whole gradient, as the
+// forward keeps the first maximum it meets.
+std::vector<Value*> max_pool_grad(G& b) {
+  const Taps t = taps_of(b);
+  Value* x = b.input(0);
+  Value* y = b.output();
+  Value* g = b.grad();
+  Value* padded = b.pad(x, t.pads, -std::numeric_limits<double>::infinity());
+  Value* zero = b.scalar(0, g->type.dtype);
+  Value* taken = nullptr;
+  std::vector<Value*> shares;
+  for (const std::vector<int64_t>& offset : tap_offsets(t.w)) {
+    Value* hit = b.op(K::Eq, {tap(b, padded, t, offset), y});
+    Value* first = taken ? b.op(K::LogicalAnd, {hit, b.op(K::LogicalNot, {taken})}) : hit;
+    taken = taken ? b.op(K::LogicalOr, {taken, hit}) : hit;
+    shares.push_back(b.op(K::Where, {first, g, zero}));
+  }
+  return {gather_taps(b, t, shares)};
+}
+
+// Every tap gets g / count, count being the forward's divisor at that output position: windows
+// clipped to the padded input (what count_include_pad counts), then to the input itself.
+std::vector<Value*> avg_pool_grad(G& b) {
+  const Taps t = taps_of(b);
+  const bool include_pad = b.attrs().get_bool("count_include_pad");
+  std::vector<std::vector<double>> counts(t.w.spatial);
+  for (size_t i = 0; i < t.w.spatial; ++i)
+    for (int64_t o = 0; o < t.out[i]; ++o) {
+      const int64_t begin = o * t.w.stride[i] - t.w.pad_begin[i];
+      const int64_t end = std::min(begin + t.w.kernel[i], t.in[i] + t.w.pad_end[i]);
+      const int64_t inside = std::min(end, t.in[i]) - std::max<int64_t>(begin, 0);
+      counts[i].push_back(double(include_pad ? end - begin : inside));
+    }
+  std::vector<double> divisor = {1};
+  for (const std::vector<double>& along : counts) {  // the outer product over the spatial dims
+    std::vector<double> next;
+    for (double d : divisor)
+      for (double c : along) next.push_back(d * c);
+    divisor = std::move(next);
+  }
+  for (double& d : divisor) d = std::max(d, 1.0);
+  Value* g = b.grad();
+  Value* share = b.op(K::Div, {g, b.constant(divisor, t.out, g->type.dtype)});
+  return {gather_taps(b, t, std::vector<Value*>(tap_offsets(t.w).size(), share))};
+}
+
+// The mean over the spatial dims.
+std::vector<Value*> global_avg_pool_grad(G& b) {
+  Value* x = b.input(0);
+  const std::vector<int64_t> sp = spatial_of(b, x, "input");
+  double count = 1;
+  for (int64_t d : sp) count *= double(d);
+  Value* spread = b.expand(b.grad(), x->type.shape);
+  return {b.op(K::Div, {spread, b.scalar(count, x->type.dtype)})};
+}
+
+}  // namespace
+
+void define_conv_grads(std::vector<OpDef>& t) {
+  set_rule(t, K::Conv, conv_grad);
+  set_rule(t, K::ConvTranspose, conv_transpose_grad);
+  set_rule(t, K::MaxPool, max_pool_grad);
+  set_rule(t, K::AvgPool, avg_pool_grad);
+  set_rule(t, K::GlobalAvgPool, global_avg_pool_grad);
+}
+
+}  // namespace kiln::ops

@@ -1,0 +1,104 @@
+// Parameter gradients against PyTorch's. samples/onnx_models/export_gradients.py (Debian's torch,
+// at test time) exports seeded models in training mode with the gradients of
+// L = sum(model(x) * W) for every named parameter; here the imported graph gets the same loss,
+// add_gradients differentiates it with respect to every parameter, and each gradient must match
+// torch's within |kiln - torch| <= 1e-3 max|torch| + 1e-3 |torch| + 1e-7 (f32 on both sides, summed
+// in different orders; the 1e-7 covers gradients that are zero but for rounding, as a conv bias's
+// before a training batch norm), on the cpu reference and, compiled, on every other device that
+// computes.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <filesystem>
+#include <map>
+#include <string>
+
+#include <kiln/kiln.h>
+
+#include "core/autodiff/reverse.h"
+#include "core/onnx/onnx_import.h"
+
+namespace kiln {
+namespace {
+
+namespace fs = std::filesystem;
+
+struct GradientCase {
+  std::string dir;
+  onnx::ImportedModel model;                 // its graph: loss, then one gradient per parameter
+  std::vector<std::string> parameters;      // the captured inputs' names, gradient order
+  std::map<std::string, Literal> expected;  // torch's, by parameter name
+  Tensor input;
+};
+
+// The imported model with L = sum(output * W) and the gradients of every captured input (the
+// initializers) as its outputs; W becomes the last captured input.
+GradientCase load_case(const std::string& name) {
+  GradientCase c;
+  c.dir = std::string(KILN_TEST_GRADIENTS) + "/" + name;
+  c.model = onnx::import_onnx(c.dir + "/model.onnx");
+  Graph& g = c.model.graph;
+  const Literal w = onnx::read_tensor_file(c.dir + "/weight.pb");
+  Value* y = g.outputs().at(0);
+  Value* weight = g.add_input(y->type, "W");
+  Value* loss = g.add_node(OpKind::Sum, {g.add_node(OpKind::Mul, {y, weight})->output()},
+                           {{"dims", std::vector<int64_t>{}}, {"keepdim", false}})->output();
+  GradientRequest request;
+  request.outputs = {loss};
+  const size_t first_captured = c.model.inputs.size();
+  for (size_t i = first_captured; i + 1 < g.inputs().size(); ++i) {
+    const std::string& pname = g.inputs()[i]->name;
+    if (!fs::exists(c.dir + "/grads/" + pname + ".pb")) continue;  // running statistics
+    request.wrt.push_back(g.inputs()[i]);
+    c.parameters.push_back(pname);
+    c.expected[pname] = onnx::read_tensor_file(c.dir + "/grads/" + pname + ".pb");
+  }
+  std::vector<Value*> outputs = {loss};
+  for (Value* grad : add_gradients(g, request)) outputs.push_back(grad);
+  g.set_outputs(outputs);
+  c.model.captured.push_back(onnx::literal_to_tensor(w));
+  c.input = onnx::literal_to_tensor(onnx::read_tensor_file(c.dir + "/input_0.pb"));
+  return c;
+}
+
+void expect_torch_gradients(const GradientCase& c, const std::vector<Tensor>& results, const std::string& where) {
+  ASSERT_EQ(results.size(), c.parameters.size() + 1) << where;
+  size_t checked = 0;
+  for (size_t k = 0; k < c.parameters.size(); ++k) {
+    const std::string& pname = c.parameters[k];
+    const Tensor want = onnx::literal_to_tensor(c.expected.at(pname));
+    const Tensor& got = results[k + 1];
+    ASSERT_EQ(got.sizes(), want.sizes()) << where << ": " << pname;
+    const std::vector<double> a = got.to_vector<double>(), e = want.to_vector<double>();
+    double scale = 0;
+    for (double v : e) scale = std::max(scale, std::abs(v));
+    for (size_t i = 0; i < e.size(); ++i)
+      ASSERT_LE(std::abs(a[i] - e[i]), 1e-3 * scale + 1e-3 * std::abs(e[i]) + 1e-7)
+          << where << ": d L / d " << pname << " element " << i << " is " << a[i] << ", torch gives " << e[i];
+    ++checked;
+  }
+  EXPECT_EQ(checked, c.expected.size()) << where << ": a parameter with torch's gradient was not differentiated";
+}
+
+void check_model(const std::string& name, bool on_every_device) {
+  if (!fs::exists(std::string(KILN_TEST_GRADIENTS) + "/" + name + "/model.onnx"))
+    GTEST_SKIP() << "no exported " << name << " (needs Debian's python3-torch): " << KILN_TEST_GRADIENTS;
+  const GradientCase c = load_case(name);
+  ASSERT_FALSE(c.parameters.empty());
+  expect_torch_gradients(c, onnx::run_model(c.model, {c.input}, Device::cpu()), "cpu");
+  if (!on_every_device) return;
+  for (const DeviceEntry& e : available_devices()) {
+    if (e.kind == BackendKind::Cpu || e.kind == BackendKind::Null) continue;
+    const Device dev(e.kind, e.index);
+    onnx::CompiledModel compiled(c.model, dev);
+    expect_torch_gradients(c, compiled.run({c.input}), dev.description() + ", compiled");
+  }
+}
+
+TEST(GradientsVsTorch, Mlp) { check_model("mlp", true); }
+TEST(GradientsVsTorch, CnnWithBatchNormInTrainingMode) { check_model("cnn_batchnorm_train", true); }
+TEST(GradientsVsTorch, Gpt2BlockWithCausalAttention) { check_model("gpt2_block", true); }
+TEST(GradientsVsTorch, Resnet18InTrainingMode) { check_model("resnet18", true); }
+
+}  // namespace
+}  // namespace kiln

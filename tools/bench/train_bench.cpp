@@ -1,0 +1,171 @@
+// kiln-bench-train: one eager training step (zero_grad, forward, loss, backward, SGD step) for the
+// samples' MLP, seed CNN and transformer block, per device: the median milliseconds of --reps
+// steps after --warmup steps (the first builds and caches the backward program). PyTorch's eager
+// step of the same models and batches is tools/bench/peers/train_peers.py; BENCHMARKS.md puts the
+// two side by side.
+#include <algorithm>
+#include <chrono>
+#include <cstdio>
+#include <cstdlib>
+#include <functional>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "samples/common/sample_models.h"
+
+#ifdef KILN_HAVE_VULKAN
+#include "backends/vulkan/vulkan_backend.h"
+#endif
+
+namespace kiln {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+struct Args {
+  std::vector<std::string> devices{"cpu", "vulkan"};
+  std::vector<std::string> models{"mlp", "cnn", "transformer"};
+  int reps = 10;
+  int warmup = 2;
+};
+
+// Waits for every queued op on the device (eager Vulkan launches are asynchronous).
+void wait_for(const Device& device) {
+#ifdef KILN_HAVE_VULKAN
+  if (auto* vk = dynamic_cast<vulkan::VulkanBackend*>(&device.backend())) vk->eager_sync();
+#else
+  (void)device;
+#endif
+}
+
+// A model with its batch and loss: step() runs forward and loss, returning the loss.
+struct TrainCase {
+  std::string shape;  // what the batch is, for the table
+  std::function<std::vector<Tensor*>()> parameters;
+  std::function<Tensor()> loss;
+  std::shared_ptr<void> keep;  // the model
+};
+
+Tensor labels(int64_t batch, int64_t classes, Device device) {
+  std::vector<int64_t> v;
+  for (int64_t i = 0; i < batch; ++i) v.push_back((i * 7 + 3) % classes);
+  return from_vector(v, {batch}, device);
+}
+
+TrainCase make_case(const std::string& name, Device device) {
+  TrainCase c;
+  if (name == "mlp") {  // 784-512-512-10, batch 32, cross entropy
+    auto m = std::make_shared<samples::Mlp>(784, 512, 10, device);
+    Tensor x = randn({32, 784}, device, 1);
+    Tensor y = labels(32, 10, device);
+    c.shape = "[32,784]";
+    c.parameters = [m] { return m->parameters(); };
+    c.loss = [m, x, y] { return cross_entropy(m->forward(x), y); };
+    c.keep = m;
+  } else if (name == "cnn") {  // the seed CNN, batch 8 at 32x32, cross entropy over its outputs
+    auto m = std::make_shared<samples::SmallCnn>(device);
+    Tensor x = randn({8, 3, 32, 32}, device, 1);
+    Tensor y = labels(8, 10, device);
+    c.shape = "[8,3,32,32]";
+    c.parameters = [m] { return m->parameters(); };
+    c.loss = [m, x, y] { return cross_entropy(m->forward(x), y); };
+    c.keep = m;
+  } else if (name == "transformer") {  // embed 128, 4 heads, batch 4, sequence 32, mse
+    auto m = std::make_shared<samples::TransformerBlock>(128, 4, device);
+    Tensor x = randn({4, 32, 128}, device, 1);
+    Tensor target = randn({4, 32, 128}, device, 2);
+    c.shape = "[4,32,128]";
+    c.parameters = [m] { return m->parameters(); };
+    c.loss = [m, x, target] { return mse_loss(m->forward(x), target); };
+    c.keep = m;
+  } else {
+    throw Error("kiln-bench-train: unknown model '" + name + "' (mlp, cnn, transformer)");
+  }
+  return c;
+}
+
+double median(std::vector<double> v) {
+  std::sort(v.begin(), v.end());
+  const size_t n = v.size();
+  return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
+}
+
+void bench(const Args& args) {
+  std::printf("one eager training step (zero_grad, forward, loss, backward, SGD lr 0.01 momentum 0.9),\n"
+              "median ms of %d steps after %d warm-up steps\n", args.reps, args.warmup);
+  std::printf("%-12s %-10s %-14s %12s %12s\n", "model", "device", "batch", "step ms", "first ms");
+  for (const std::string& device_name : args.devices) {
+    Device device;
+    try {
+      device = Device::parse(device_name);
+    } catch (const Error& e) {
+      std::printf("%-12s %-10s skipped: %s\n", "-", device_name.c_str(), e.what());
+      continue;
+    }
+    for (const std::string& model : args.models) {
+      TrainCase c = make_case(model, device);
+      std::vector<Tensor*> params = c.parameters();
+      for (Tensor* p : params) p->requires_grad_();
+      optim::SGD opt(params, {.lr = 0.01, .momentum = 0.9});
+      std::vector<double> times;
+      double first = 0;
+      for (int r = 0; r < args.warmup + args.reps; ++r) {
+        const auto start = Clock::now();
+        opt.zero_grad();
+        c.loss().backward();
+        opt.step();
+        wait_for(device);
+        const double ms = std::chrono::duration<double, std::milli>(Clock::now() - start).count();
+        if (r == 0) first = ms;
+        if (r >= args.warmup) times.push_back(ms);
+      }
+      std::printf("%-12s %-10s %-14s %12.2f %12.1f\n", model.c_str(), device_name.c_str(), c.shape.c_str(),
+                  median(times), first);
+    }
+  }
+}
+
+std::vector<std::string> split(const std::string& list) {
+  std::vector<std::string> out;
+  for (size_t start = 0; start <= list.size();) {
+    size_t end = list.find(',', start);
+    if (end == std::string::npos) end = list.size();
+    out.push_back(list.substr(start, end - start));
+    start = end + 1;
+  }
+  return out;
+}
+
+int usage() {
+  std::fprintf(stderr, "usage: kiln-bench-train [--devices cpu,vulkan] [--models mlp,cnn,transformer] [--reps N] [--warmup N]\n");
+  return 2;
+}
+
+int main_impl(int argc, char** argv) {
+  Args args;
+  for (int i = 1; i < argc; i += 2) {
+    const std::string flag = argv[i];
+    if (i + 1 >= argc) return usage();
+    const char* value = argv[i + 1];
+    if (flag == "--devices") args.devices = split(value);
+    else if (flag == "--models") args.models = split(value);
+    else if (flag == "--reps") args.reps = std::max(1, std::atoi(value));
+    else if (flag == "--warmup") args.warmup = std::max(1, std::atoi(value));
+    else return usage();
+  }
+  bench(args);
+  return 0;
+}
+
+}  // namespace
+}  // namespace kiln
+
+int main(int argc, char** argv) {
+  try {
+    return kiln::main_impl(argc, argv);
+  } catch (const kiln::Error& e) {
+    std::fprintf(stderr, "kiln-bench-train: %s\n", e.what());
+    return 1;
+  }
+}
