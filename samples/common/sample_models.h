@@ -51,6 +51,8 @@ inline void seed_batch_norm(nn::BatchNorm2d& bn, Device dev, uint64_t seed) {
   bn.bias = randn({c}, dev, seed + 1) * 0.1;
   bn.running_mean = randn({c}, dev, seed + 2) * 0.1;
   bn.running_var = rand({c}, dev, seed + 3) + 0.5;
+  bn.weight.requires_grad_();  // new tensors in the parameters' slots: still parameters
+  bn.bias.requires_grad_();
 }
 
 // cnn: the demo's SmallCnn.
