@@ -49,6 +49,13 @@ class RecordedGraph {
         bound_.push_back(saved_tensor(n->output_types[k], n->outputs[k], n->device));
         graph_.replace_uses(outs[k], in);
       }
+      if (!n->graph) continue;
+      const std::vector<Value*>& inlined = saved_.at(n);
+      for (size_t k = 0; k < inlined.size(); ++k) {
+        Value* in = graph_.add_input(inlined[k]->type);
+        bound_.push_back(saved_tensor(n->saved_values[k]->type, n->saved_buffers[k], n->device));
+        graph_.replace_uses(inlined[k], in);
+      }
     }
   }
   Graph& graph() { return graph_; }
@@ -71,15 +78,17 @@ class RecordedGraph {
       }
       std::vector<Value*> ins;
       for (const Tensor& t : n->inputs) ins.push_back(value_of(t));
-      outputs_[n] = n->graph ? inline_graph(*n->graph, ins)
+      outputs_[n] = n->graph ? inline_graph(*n, ins)
                              : graph_.add_node_typed(n->kind, ins, n->attrs, n->output_types, n->where)->outputs;
       order_.push_back(n);
       stack.pop_back();
     }
   }
 
-  // `sub`'s nodes added with its inputs bound to `ins`; returns the values of its outputs.
-  std::vector<Value*> inline_graph(const Graph& sub, const std::vector<Value*>& ins) {
+  // A compiled call's graph added with its inputs bound to `ins`; returns the values of its
+  // outputs and keeps those of its saved values.
+  std::vector<Value*> inline_graph(const AutogradNode& call, const std::vector<Value*>& ins) {
+    const Graph& sub = *call.graph;
     std::map<const Value*, Value*> to;
     for (size_t i = 0; i < sub.inputs().size(); ++i) to[sub.inputs()[i]] = ins.at(i);
     for (const Node* node : sub.nodes()) {
@@ -90,6 +99,8 @@ class RecordedGraph {
       Node* copy = graph_.add_node_typed(node->kind, node_ins, node->attrs, types, node->provenance);
       for (size_t k = 0; k < node->outputs.size(); ++k) to[node->outputs[k]] = copy->outputs[k];
     }
+    std::vector<Value*>& saved = saved_[&call];
+    for (const Value* v : call.saved_values) saved.push_back(to.at(v));
     std::vector<Value*> outs;
     for (const Value* v : sub.outputs()) outs.push_back(to.at(v));
     return outs;
@@ -98,6 +109,7 @@ class RecordedGraph {
   Graph graph_;
   std::map<const TensorImpl*, Value*> inputs_;
   std::map<const AutogradNode*, std::vector<Value*>> outputs_;  // each recorded node's values
+  std::map<const AutogradNode*, std::vector<Value*>> saved_;    // a compiled call's saved values
   std::vector<const AutogradNode*> order_;
   std::vector<Tensor> bound_;
 };
@@ -189,7 +201,7 @@ void record_for_autograd(OpKind kind, const AttrMap& attrs, const Provenance& wh
 }
 
 void record_compiled_call(std::shared_ptr<const Graph> graph, const std::vector<Tensor>& inputs,
-                          std::vector<Tensor>& outputs) {
+                          std::vector<Tensor>& outputs, const std::vector<std::pair<const Value*, Tensor>>& saved) {
   if (!t_grad_enabled) return;
   bool any = false;
   for (const Tensor& t : inputs) any = any || t.impl().requires_grad;
@@ -205,6 +217,10 @@ void record_compiled_call(std::shared_ptr<const Graph> graph, const std::vector<
                     : node->graph->outputs()[0]->producer->provenance;
   node->inputs = inputs;
   node->device = inputs[0].device();
+  for (const auto& [value, tensor] : saved) {
+    node->saved_values.push_back(value);
+    node->saved_buffers.push_back(tensor.impl().buffer);
+  }
   for (const Tensor& out : outputs) {
     node->output_types.push_back(out.type());
     node->outputs.push_back(out.impl().buffer);

@@ -22,6 +22,10 @@ struct AutogradNode {
   // A compiled function's call records one node: `graph` (the function as traced at this call's
   // sizes) maps the inputs to the outputs, and `kind` is unused.
   std::shared_ptr<const Graph> graph;
+  // With `graph`: values inside it the compiled forward also returned, which the backward reads
+  // instead of recomputing them.
+  std::vector<const Value*> saved_values;
+  std::vector<std::shared_ptr<Buffer>> saved_buffers;
   OpKind kind = OpKind::Constant;
   AttrMap attrs;  // complete
   Provenance where;
@@ -59,9 +63,10 @@ void record_for_autograd(OpKind kind, const AttrMap& attrs, const Provenance& wh
 
 // Called by kiln::compile after a compiled program ran: records the call as one node whose
 // backward differentiates `graph` (inputs: `inputs`, outputs: `outputs`), when grad mode is on and
-// an input requires grad. The backward recomputes the values inside the function it needs; the
-// outputs are saved.
+// an input requires grad. `saved` holds values of `graph` the forward computed (its outputs are
+// saved too); the backward recomputes the others it needs.
 void record_compiled_call(std::shared_ptr<const Graph> graph, const std::vector<Tensor>& inputs,
-                          std::vector<Tensor>& outputs);
+                          std::vector<Tensor>& outputs,
+                          const std::vector<std::pair<const Value*, Tensor>>& saved = {});
 
 }  // namespace kiln

@@ -10,6 +10,7 @@
 #include <optional>
 #include <set>
 
+#include "core/autodiff/partition.h"
 #include "core/frontend/autograd.h"
 #include "core/frontend/guards.h"
 #include "core/frontend/lazy.h"
@@ -78,9 +79,31 @@ struct Entry {
   std::unique_ptr<Trace> traced;
   std::vector<PassRecord> passes;
   std::optional<Device> device;
-  // For autograd: the function traced with every size fixed, per the calls' input sizes.
-  std::map<std::string, std::shared_ptr<const Graph>> backward_graphs;
+  // For differentiable calls, by which inputs require grad ("0110").
+  std::map<std::string, std::unique_ptr<struct BackwardPlan>> backward;
 };
+
+// How an entry runs a call that must be differentiable: a forward program that also returns the
+// values the backward saves (values_to_save), and the function traced with every size fixed, per
+// input sizes, which the call's autograd node records (its backward inlines that graph).
+struct BackwardPlan {
+  std::unique_ptr<DeviceProgram> program;
+  size_t outputs = 0;                            // the function's own outputs come first
+  std::vector<std::pair<size_t, size_t>> saved;  // (node, output) in trace order
+  std::map<std::string, std::shared_ptr<const Graph>> graphs;  // by input types
+};
+
+// "0110": which of the program's inputs require grad; empty when the call needs no gradient.
+std::string grad_inputs_key(const std::vector<Tensor>& inputs) {
+  if (!grad_mode_enabled()) return "";
+  std::string key;
+  bool any = false;
+  for (const Tensor& t : inputs) {
+    key += t.requires_grad() ? '1' : '0';
+    any = any || t.requires_grad();
+  }
+  return any ? key : "";
+}
 
 struct Engine::State {
   CompileOptions options;
@@ -107,39 +130,84 @@ struct Engine::State {
   std::vector<Tensor> run_lazy(Entry& entry, EagerFn eager);
   std::vector<Tensor> run_program(Entry& entry, std::span<const ArgView> args,
                                   const std::vector<ModuleTensors>& modules, TraceFn trace);
-  void record_for_backward(Entry& entry, std::span<const ArgView> args, const std::vector<Tensor>& inputs,
-                           TraceFn trace, std::vector<Tensor>& outputs);
+  BackwardPlan& backward_plan(Entry& entry, std::span<const ArgView> args, TraceFn trace,
+                              const std::vector<Tensor>& inputs, const std::string& key);
+  std::shared_ptr<const Graph> fixed_size_graph(BackwardPlan& plan, Entry& entry, std::span<const ArgView> args,
+                                                TraceFn trace, const std::vector<Tensor>& inputs);
 };
 
 std::vector<Tensor> Engine::State::run_program(Entry& entry, std::span<const ArgView> args,
                                                const std::vector<ModuleTensors>& modules, TraceFn trace) {
-  std::vector<Tensor> inputs = entry.guards.program_inputs(args, modules);
-  std::vector<Tensor> out = entry.program->run(inputs);
-  stats.program = entry.program->stats();  // launches are settled once the shapes are bound
-  record_for_backward(entry, args, inputs, trace, out);
+  const std::vector<Tensor> inputs = entry.guards.program_inputs(args, modules);
+  const std::string key = grad_inputs_key(inputs);
+  if (key.empty()) {
+    std::vector<Tensor> out = entry.program->run(inputs);
+    stats.program = entry.program->stats();  // launches are settled once the shapes are bound
+    return out;
+  }
+  BackwardPlan& plan = backward_plan(entry, args, trace, inputs, key);
+  std::vector<Tensor> all = plan.program->run(inputs);
+  stats.program = plan.program->stats();
+  std::shared_ptr<const Graph> graph = fixed_size_graph(plan, entry, args, trace, inputs);
+  const std::vector<Node*> nodes = graph->nodes();
+  std::vector<std::pair<const Value*, Tensor>> saved;
+  for (size_t k = 0; k < plan.saved.size(); ++k)
+    saved.emplace_back(nodes.at(plan.saved[k].first)->outputs.at(plan.saved[k].second), all[plan.outputs + k]);
+  std::vector<Tensor> out(all.begin(), all.begin() + long(plan.outputs));
+  record_compiled_call(graph, inputs, out, saved);
   return out;
 }
 
-// A differentiable call records one autograd node over the function traced at its sizes (traced
-// again with every size fixed, once per sizes: the program's graph may be symbolic). Its captured
-// tensors (parameters a lambda holds) are among `inputs`, so gradients reach them.
-void Engine::State::record_for_backward(Entry& entry, std::span<const ArgView> args,
-                                        const std::vector<Tensor>& inputs, TraceFn trace,
-                                        std::vector<Tensor>& outputs) {
-  bool any = false;
-  for (const Tensor& t : inputs) any = any || t.requires_grad();
-  if (!grad_mode_enabled() || !any) return;
+std::shared_ptr<const Graph> Engine::State::fixed_size_graph(BackwardPlan& plan, Entry& entry,
+                                                             std::span<const ArgView> args, TraceFn trace,
+                                                             const std::vector<Tensor>& inputs) {
   std::string key;
   for (const Tensor& t : inputs) key += t.type().str() + ";";
-  auto it = entry.backward_graphs.find(key);
-  if (it == entry.backward_graphs.end()) {
-    std::vector<std::vector<bool>> fixed(args.size());
-    for (size_t i = 0; i < args.size(); ++i)
-      if (args[i].kind == ArgKind::Tensor && args[i].tensor->defined()) fixed[i].assign(args[i].tensor->dim(), false);
-    Trace traced = trace_once(args, trace, *entry.device, fixed);
-    it = entry.backward_graphs.emplace(key, std::make_shared<const Graph>(std::move(traced.graph))).first;
-  }
-  record_compiled_call(it->second, inputs, outputs);
+  auto it = plan.graphs.find(key);
+  if (it != plan.graphs.end()) return it->second;
+  std::vector<std::vector<bool>> fixed(args.size());
+  for (size_t i = 0; i < args.size(); ++i)
+    if (args[i].kind == ArgKind::Tensor && args[i].tensor->defined()) fixed[i].assign(size_t(args[i].tensor->dim()), false);
+  auto graph = std::make_shared<const Graph>(std::move(trace_once(args, trace, *entry.device, fixed).graph));
+  if (graph->inputs().size() != inputs.size())
+    throw Error("kiln::compile: " + name + " traced with " + std::to_string(graph->inputs().size()) +
+                " inputs for autograd, where its program has " + std::to_string(inputs.size()));
+  return plan.graphs.emplace(key, graph).first->second;
+}
+
+// The forward that also returns what the backward saves: the function traced as the entry was
+// (sizes symbolic where its guards are), the saved values appended to its outputs, compiled.
+BackwardPlan& Engine::State::backward_plan(Entry& entry, std::span<const ArgView> args, TraceFn trace,
+                                           const std::vector<Tensor>& inputs, const std::string& key) {
+  std::unique_ptr<BackwardPlan>& plan = entry.backward[key];
+  if (plan) return *plan;
+  auto fresh = std::make_unique<BackwardPlan>();
+  const std::shared_ptr<const Graph> fixed = fixed_size_graph(*fresh, entry, args, trace, inputs);
+  std::vector<bool> wrt;
+  for (char c : key) wrt.push_back(c == '1');
+  std::map<const Value*, std::pair<size_t, size_t>> position;
+  const std::vector<Node*> fixed_nodes = fixed->nodes();
+  for (size_t n = 0; n < fixed_nodes.size(); ++n)
+    for (size_t k = 0; k < fixed_nodes[n]->outputs.size(); ++k) position[fixed_nodes[n]->outputs[k]] = {n, k};
+  for (const Value* v : values_to_save(*fixed, wrt)) fresh->saved.push_back(position.at(v));
+
+  std::vector<std::vector<bool>> symbolic(args.size());
+  for (size_t i = 0; i < args.size(); ++i)
+    for (const SymInt& d : entry.guards.tensors[i].dims) symbolic[i].push_back(!d.is_static());
+  Trace traced = trace_once(args, trace, *entry.device, symbolic);
+  const std::vector<Node*> nodes = traced.graph.nodes();
+  if (nodes.size() != fixed_nodes.size())
+    throw Error("kiln::compile: " + name + " traced to " + std::to_string(nodes.size()) + " and " +
+                std::to_string(fixed_nodes.size()) + " nodes at the same call; a differentiable compiled "
+                "function must trace the same ops every time");
+  fresh->outputs = traced.graph.outputs().size();
+  for (const auto& [n, k] : fresh->saved) traced.graph.add_output(nodes[n]->outputs.at(k));
+  CompileGraphOptions graph_options;
+  graph_options.program.reduce_overhead = options.mode == Mode::ReduceOverhead;
+  graph_options.program.max_autotune = options.mode == Mode::MaxAutotune;
+  fresh->program = compile_graph(traced.graph, *entry.device, graph_options).program;
+  plan = std::move(fresh);
+  return *plan;
 }
 
 std::vector<Tensor> Engine::State::run_lazy(Entry& entry, EagerFn eager) {
@@ -505,7 +573,7 @@ std::vector<Tensor> Engine::State::compile_and_run(std::span<const ArgView> args
   write_bundle(stored.program.get(), timings);
   stored.traced = std::make_unique<Trace>(std::move(*traced));
   stats.program = stored.program->stats();
-  record_for_backward(stored, args, inputs, trace, results);
+  if (!grad_inputs_key(inputs).empty()) return run_program(stored, args, modules, trace);  // differentiable
   return results;
 }
 
