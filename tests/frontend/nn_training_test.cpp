@@ -49,6 +49,9 @@ TEST(NnTraining, ParametersRequireGradFromRegistrationAndKeepItThroughLoadsAndMo
   fc.to(Device(BackendKind::Null, 0)).to(Device::cpu());
   EXPECT_TRUE(fc.weight.requires_grad());
   EXPECT_TRUE(fc.bias->requires_grad());
+  Tensor handle = fc.weight;
+  fc.to(Device::cpu());  // already there: the same tensor, so handles to it stay live
+  EXPECT_EQ(handle.impl_ptr(), fc.weight.impl_ptr());
 
   // No marking needed: backward reaches the parameters. d/dw sum(x @ w^T + b) = sum of x's rows.
   Tensor x = from_vector<float>({1, 2, 3, 4}, {2, 2});

@@ -13,7 +13,9 @@ std::string join(const std::vector<std::string>& items) {
 }
 
 // A new value for a parameter or buffer: a fresh leaf that requires grad when the old one did.
+// The same tensor (a move to where it already is) stays as it is, so handles to it stay live.
 void replace_keeping_requires_grad(Tensor& target, const Tensor& value) {
+  if (value.impl_ptr() == target.impl_ptr()) return;
   bool requires_grad = target.requires_grad();
   target = value.detach();
   if (requires_grad) target.requires_grad_();
