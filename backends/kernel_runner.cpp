@@ -74,8 +74,11 @@ KernelRunner::KernelRunner(Backend& backend, KernelRunnerOptions options)
     : backend_(backend), options_(std::move(options)) {}
 
 KernelRunner::~KernelRunner() {
-  // Queued launches reference the programs destroyed below.
-  if (stream_) stream_->sync();
+  // The stream goes before the programs its launches use. Its destructor waits for the launches
+  // submitted and drops those still queued rather than running them: nothing can read their
+  // results any more, and at exit the driver may have torn down what running them needs (lavapipe
+  // hung in vkWaitForFences after LLVM's static destructors had run).
+  stream_.reset();
 }
 
 size_t KernelRunner::programs_compiled() const {

@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Installs every Debian package kiln builds, tests and runs with. Safe to re-run.
-# --with-torch also installs the Python packages that export the reference models (tools/test.sh);
+# --with-torch also installs the Python packages that export the reference models and the digits
+# training reference (tools/test.sh);
 # --sanitize the symbolizer the sanitizer reports use (tools/test.sh --sanitize).
 set -euo pipefail
 
@@ -14,7 +15,7 @@ packages=(
 )
 for arg in "$@"; do
   case "$arg" in
-    --with-torch) packages+=(python3-torch python3-torchvision python3-onnx) ;;
+    --with-torch) packages+=(python3-torch python3-torchvision python3-onnx python3-sklearn) ;;
     --sanitize) packages+=(llvm-14) ;;  # llvm-symbolizer-14
     *) echo "setup: unknown option $arg (--with-torch, --sanitize)" >&2; exit 2 ;;
   esac

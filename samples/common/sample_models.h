@@ -32,6 +32,18 @@ class Mlp : public nn::Module {
   nn::Linear fc1, fc2, fc3;
 };
 
+// The seed CNN kiln-bench-compile times and kiln-sample-train trains: conv 3->64 k3, relu,
+// max pool 2, flatten.
+class SeedCnn : public nn::Module {
+ public:
+  explicit SeedCnn(Device dev) : conv(3, 64, 3, 1, 0, 1, 1, true, dev, /*seed=*/1) {
+    register_module("conv", conv);
+  }
+  std::string type_name() const override { return "SeedCnn"; }
+  Tensor forward(const Tensor& x) { return flatten(max_pool2d(relu(conv(x)), 2), 1); }
+  nn::Conv2d conv;
+};
+
 // Running statistics and affine terms that are not the identity, so batch norm does real work.
 inline void seed_batch_norm(nn::BatchNorm2d& bn, Device dev, uint64_t seed) {
   int64_t c = bn.num_features;
@@ -39,6 +51,8 @@ inline void seed_batch_norm(nn::BatchNorm2d& bn, Device dev, uint64_t seed) {
   bn.bias = randn({c}, dev, seed + 1) * 0.1;
   bn.running_mean = randn({c}, dev, seed + 2) * 0.1;
   bn.running_var = rand({c}, dev, seed + 3) + 0.5;
+  bn.weight.requires_grad_();  // new tensors in the parameters' slots: still parameters
+  bn.bias.requires_grad_();
 }
 
 // cnn: the demo's SmallCnn.
@@ -46,13 +60,14 @@ inline void seed_batch_norm(nn::BatchNorm2d& bn, Device dev, uint64_t seed) {
 class SmallCnn : public nn::Module {
  public:
   explicit SmallCnn(Device dev)
-      : conv1(3, 8, 3, /*stride=*/1, /*padding=*/1, 1, 1, true, dev, /*seed=*/1), bn1(8, 1e-5, dev),
+      : conv1(3, 8, 3, /*stride=*/1, /*padding=*/1, 1, 1, true, dev, /*seed=*/1), bn1(8, 1e-5, 0.1, dev),
         conv2(8, 16, 3, 1, 1, 1, 1, true, dev, 2), fc(16, 10, true, dev, 3) {
     register_module("conv1", conv1);
     register_module("bn1", bn1);
     register_module("conv2", conv2);
     register_module("fc", fc);
     seed_batch_norm(bn1, dev, 4);
+    eval();  // an inference model: batch norm uses the seeded running statistics
   }
   std::string type_name() const override { return "SmallCnn"; }
   Tensor forward(const Tensor& x) {
@@ -101,14 +116,15 @@ class ResNetBlock : public nn::Module {
  public:
   ResNetBlock(int64_t channels, Device dev)
       : conv1(channels, channels, 3, 1, 1, 1, 1, /*bias=*/false, dev, /*seed=*/31),
-        bn1(channels, 1e-5, dev), conv2(channels, channels, 3, 1, 1, 1, 1, false, dev, 32),
-        bn2(channels, 1e-5, dev) {
+        bn1(channels, 1e-5, 0.1, dev), conv2(channels, channels, 3, 1, 1, 1, 1, false, dev, 32),
+        bn2(channels, 1e-5, 0.1, dev) {
     register_module("conv1", conv1);
     register_module("bn1", bn1);
     register_module("conv2", conv2);
     register_module("bn2", bn2);
     seed_batch_norm(bn1, dev, 33);
     seed_batch_norm(bn2, dev, 37);
+    eval();  // an inference model: batch norm uses the seeded running statistics
   }
   std::string type_name() const override { return "ResNetBlock"; }
   Tensor forward(const Tensor& x) {
@@ -220,6 +236,7 @@ inline double median_ms(int reps, const std::function<void()>& body) {
 // waits for the device; a compiled run returns after its stream finished.
 template <class M>
 RunResult run_model(M& model, const Tensor& x, int reps) {
+  NoGradGuard no_grad;  // inference: the parameters require grad, the forwards need not record
   RunResult r;
   Backend& backend = x.device().backend();
   r.eager = model.forward(x).template to_vector<float>();

@@ -498,12 +498,13 @@ TEST(CudaEmulatedCompile, FusedKernelsAndTemplatesMatchCpu) {
 // softmax and permutes, fused and planned the way a GPU would run them.
 struct ConvAttention : nn::Module {
   explicit ConvAttention(Device device)
-      : conv(3, 8, 3, 1, 1, 1, 1, true, device, 21), bn(8, 1e-5, device), attn(16, 2, true, true, device, 22),
+      : conv(3, 8, 3, 1, 1, 1, 1, true, device, 21), bn(8, 1e-5, 0.1, device), attn(16, 2, true, true, device, 22),
         head(16, 5, true, device, 23) {
     register_module("conv", conv);
     register_module("bn", bn);
     register_module("attn", attn);
     register_module("head", head);
+    eval();  // inference: batch norm uses its running statistics
   }
   std::string type_name() const override { return "ConvAttention"; }
   Tensor forward(const Tensor& x) {

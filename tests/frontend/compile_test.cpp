@@ -93,6 +93,9 @@ TEST(Compile, MlpAndPointwiseMatchEagerOnCpu) {
 }
 
 TEST(Compile, CacheHitReplaysWithoutCallingTheFunction) {
+  // Inference: the parameters require grad, and with grad mode on a call is differentiable, which
+  // traces the function once more per input sizes for its backward (compile_autograd_test.cpp).
+  NoGradGuard no_grad;
   Mlp mlp;
   int calls = 0;
   auto fast = compile([&calls](const Tensor& x, Mlp& m) {
@@ -113,6 +116,9 @@ TEST(Compile, CacheHitReplaysWithoutCallingTheFunction) {
 }
 
 TEST(Compile, AutoDynamicRecompilesOnceThenTheBatchIsSymbolic) {
+  // Inference: the parameters require grad, and with grad mode on a call is differentiable, which
+  // traces the function once more per input sizes for its backward (compile_autograd_test.cpp).
+  NoGradGuard no_grad;
   Mlp mlp;
   int calls = 0;
   auto fast = compile([&calls](const Tensor& x, Mlp& m) {

@@ -200,7 +200,7 @@ TEST(NnStateDict, LoadConvertsDtypeAndKeepsTheParameterDevice) {
   EXPECT_EQ(values(lin.weight), (std::vector<double>{0.5, -2}));
 
   Device null(BackendKind::Null, 0);
-  nn::BatchNorm2d bn(2, 1e-5, null);
+  nn::BatchNorm2d bn(2, 1e-5, 0.1, null);
   EXPECT_EQ(bn.running_var.device(), null);
   bn.load_state_dict(random_state(bn, 3), /*strict=*/false);
   for (auto& [key, t] : bn.named_tensors()) EXPECT_EQ(t->device(), null) << key;
@@ -293,8 +293,9 @@ TEST(NnLayers, Conv2dMatchesNaiveLoopWithStridePaddingGroups) {
   EXPECT_TRUE(all_close(values(y), expected, kRtol, kAtol));
 }
 
-TEST(NnLayers, BatchNorm2dUsesRunningStatistics) {
+TEST(NnLayers, BatchNorm2dInEvalModeUsesRunningStatistics) {
   nn::BatchNorm2d bn(3, 1e-3);
+  bn.eval();
   std::vector<float> gamma{1.5f, -1, 0.5f}, beta{0.1f, 0.2f, -0.3f}, mu{0.5f, -1, 2},
       var{0.25f, 4, 1};
   bn.load_state_dict({{"weight", from_vector(gamma)},

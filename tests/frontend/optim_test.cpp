@@ -84,7 +84,6 @@ TEST(Optim, StepsUpdateEveryHandleInPlace) {
   nn::Linear fc(3, 2);
   std::vector<Tensor*> params = fc.parameters();
   ASSERT_EQ(params.size(), 2u);
-  for (Tensor* p : params) p->requires_grad_();
   Tensor weight_copy = *params[0];
   std::vector<double> before = values(weight_copy);
   optim::SGD sgd(params, {.lr = 0.5});
@@ -141,7 +140,6 @@ TEST(Optim, StepLrAndCosineAnnealingFollowTheirFormulas) {
 // on the line.
 TEST(Optim, SgdFitsALineThroughBackward) {
   nn::Linear fc(1, 1);
-  for (Tensor* p : fc.parameters()) p->requires_grad_();
   optim::SGD sgd(fc.parameters(), {.lr = 0.1, .momentum = 0.5});
   Tensor x = from_vector(std::vector<float>{-1, -0.5, 0, 0.5, 1, 1.5}, {6, 1});
   Tensor y = x * 3.0 - 1.0;
@@ -158,10 +156,9 @@ TEST(Optim, SgdFitsALineThroughBackward) {
 TEST(Optim, TheReadmeTrainingLoopLowersTheLoss) {
   Tensor x = randn({32, 64}, Device::cpu(), 1);
   Tensor labels = cast(floor(rand({32}, Device::cpu(), 2) * 10.0), DType::I64);
-  nn::Linear fc1(64, 128), fc2(128, 10);
+  nn::Linear fc1(64, 128), fc2(128, 10);  // parameters require grad, as in libtorch
   std::vector<Tensor*> params = fc1.parameters();
   for (Tensor* p : fc2.parameters()) params.push_back(p);
-  for (Tensor* p : params) p->requires_grad_();
   optim::AdamW opt(params, {.lr = 1e-3});
   float first = 0, last = 0;
   for (int step = 0; step < 100; ++step) {

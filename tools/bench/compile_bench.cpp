@@ -54,17 +54,6 @@ Tensor chain24(const Tensor& x) {
   return y;
 }
 
-// The seed CNN: conv 3->64 k3, relu, max pool 2, flatten.
-class SeedCnn : public nn::Module {
- public:
-  explicit SeedCnn(Device dev) : conv(3, 64, 3, 1, 0, 1, 1, true, dev, /*seed=*/1) {
-    register_module("conv", conv);
-  }
-  std::string type_name() const override { return "SeedCnn"; }
-  Tensor forward(const Tensor& x) { return flatten(max_pool2d(relu(conv(x)), 2), 1); }
-  nn::Conv2d conv;
-};
-
 std::string mib(int64_t bytes) {
   char buf[32];
   std::snprintf(buf, sizeof buf, "%.1f", double(bytes) / (1 << 20));
@@ -118,6 +107,7 @@ void overhead_row(const char* name, int reps, Fn fn, Args&... args) {
 }
 
 int run(int argc, char** argv) {
+  NoGradGuard no_grad;  // every workload is inference: the eager rows record nothing for autograd
   std::string device = "vulkan";
   int reps = 5;
   bool small = false;
@@ -138,9 +128,9 @@ int run(int argc, char** argv) {
   const int64_t side = small ? 256 : 4096;  // 4096^2 = 16M floats
   Tensor big = randn({side, side}, dev, 3);
   row("pointwise chain, 24 ops", reps, dev, [](const Tensor& x) { return chain24(x); }, big);
-  SeedCnn cnn(dev);
+  samples::SeedCnn cnn(dev);
   Tensor images = randn({small ? 1 : 8, 3, small ? 32 : 224, small ? 32 : 224}, dev, 4);
-  row("seed CNN", reps, dev, [](SeedCnn& m, const Tensor& x) { return m.forward(x); }, cnn, images);
+  row("seed CNN", reps, dev, [](samples::SeedCnn& m, const Tensor& x) { return m.forward(x); }, cnn, images);
   samples::Mlp mlp(256, 512, 10, dev);
   Tensor mlp_in = randn({64, 256}, dev, 5);
   row("MLP 64x256-512-512-10", reps, dev, [](samples::Mlp& m, const Tensor& x) { return m.forward(x); },

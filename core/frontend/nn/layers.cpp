@@ -4,7 +4,9 @@
 
 #include <cmath>
 
+#include "core/frontend/autograd.h"
 #include "core/frontend/factories.h"
+#include "core/frontend/lazy.h"
 
 namespace kiln::nn {
 
@@ -23,6 +25,12 @@ void check_positive(int64_t value, const char* what, const char* layer) {
   if (value <= 0)
     throw Error(std::string(layer) + ": " + what + " must be positive, got " +
                 std::to_string(value));
+}
+
+// A buffer takes new values in place, as torch's in-place updates do: every handle to it (a
+// state_dict taken earlier) sees them.
+void update_in_place(Tensor& buffer, const Tensor& value) {
+  buffer.impl().buffer = value.to(buffer.dtype()).impl().buffer;
 }
 
 }  // namespace
@@ -87,21 +95,54 @@ Tensor Conv2d::forward(const Tensor& x, Loc loc) {
 }
 
 // ---- BatchNorm2d: identity at initialization (unit scale, zero shift, mean 0, variance 1).
-BatchNorm2d::BatchNorm2d(int64_t num_features, double eps, Device device)
+BatchNorm2d::BatchNorm2d(int64_t num_features, double eps, double momentum, Device device)
     : num_features((check_positive(num_features, "num_features", "BatchNorm2d"), num_features)),
       eps(eps),
+      momentum(momentum),
       weight(register_parameter("weight", ones({num_features}, device))),
       bias(register_parameter("bias", zeros({num_features}, device))),
       running_mean(register_buffer("running_mean", zeros({num_features}, device))),
       running_var(register_buffer("running_var", ones({num_features}, device))),
-      num_batches_tracked(register_buffer("num_batches_tracked", zeros({}, DType::I64, device))) {}
+      num_batches_tracked(register_buffer("num_batches_tracked", zeros({}, DType::I64, device))) {
+  if (!(momentum >= 0 && momentum <= 1))
+    throw Error("BatchNorm2d: momentum must be in [0, 1], got " + std::to_string(momentum));
+}
 
 Tensor BatchNorm2d::forward(const Tensor& x, Loc loc) {
   ScopeGuard guard = scope();
   if (x.dim() != 4)
     throw Error(describe() + " at " + short_location(loc) + ": expects 4-d NCHW input, got " +
                 x.type().str());
+  if (is_training()) return forward_training(x, loc);
   return batch_norm(x, running_mean, running_var, weight, bias, eps, loc);
+}
+
+Tensor BatchNorm2d::forward_training(const Tensor& x, const Loc& loc) {
+  auto fail = [&](const std::string& why) {
+    throw Error(describe() + " (training mode) at " + short_location(loc) + " on " +
+                x.type().str() + ": " + why);
+  };
+  if (x.is_traced() || lazy_tracer())
+    fail("inside a compiled function, where the running statistics update is not traced yet; "
+         "call eval() before compiling, or train eagerly");
+  std::vector<int64_t> s = x.sizes();
+  if (s[1] != num_features)
+    fail("the input has " + std::to_string(s[1]) + " channels, the layer " +
+         std::to_string(num_features));
+  const int64_t count = s[0] * s[2] * s[3];
+  if (count < 2) fail("expected more than 1 value per channel when training");
+  const Dims per_channel{1, num_features, 1, 1};
+  Tensor batch_mean = mean(x, {0, 2, 3}, false, loc);
+  Tensor centered = x - reshape(batch_mean, per_channel, loc);
+  Tensor batch_var = mean(centered * centered, {0, 2, 3}, false, loc);  // biased, as torch normalizes
+  Tensor scale = rsqrt(batch_var + eps, loc) * weight;
+  Tensor y = centered * reshape(scale, per_channel, loc) + reshape(bias, per_channel, loc);
+  NoGradGuard no_grad;
+  const double unbiased = double(count) / double(count - 1);
+  update_in_place(running_mean, running_mean * (1 - momentum) + batch_mean * momentum);
+  update_in_place(running_var, running_var * (1 - momentum) + batch_var * (momentum * unbiased));
+  update_in_place(num_batches_tracked, num_batches_tracked + 1.0);
+  return y;
 }
 
 // ---- LayerNorm
@@ -140,6 +181,28 @@ Tensor Functional::forward(const Tensor& x, Loc loc) {
 Tensor ReLU::forward(const Tensor& x, Loc loc) {
   ScopeGuard guard = scope();
   return relu(x, loc);
+}
+
+// ---- Dropout
+Dropout::Dropout(double p, Seed seed, Loc loc) : p(p), seed_(seed) {
+  if (!(p >= 0 && p < 1))
+    throw Error("Dropout at " + short_location(loc) + ": p must be in [0, 1), got " +
+                std::to_string(p));
+}
+
+Tensor Dropout::forward(const Tensor& x, Loc loc) {
+  ScopeGuard guard = scope();
+  if (!is_training() || p == 0) return x;
+  if (x.is_traced() || lazy_tracer())
+    throw Error(describe() + " (training mode) at " + short_location(loc) + " on " +
+                x.type().str() + ": inside a compiled function, where a mask would be fixed at "
+                "tracing; call eval() before compiling, or train eagerly");
+  if (!is_floating(x.dtype()))
+    throw Error(describe() + " at " + short_location(loc) + ": expects a floating-point input, got " +
+                x.type().str());
+  Seed draw = seed_ ? derive_seed(seed_, calls_++) : std::nullopt;
+  Tensor keep = ge(rand(x.sizes(), x.device(), draw, loc), p, loc);
+  return x * (cast(keep, x.dtype(), loc) * (1 / (1 - p)));
 }
 
 Tensor Flatten::forward(const Tensor& x, Loc loc) {

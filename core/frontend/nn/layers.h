@@ -45,21 +45,28 @@ class Conv2d : public UnaryModule {
   Tensor* bias;  // null when built with bias = false
 };
 
-// Inference batch norm over the channels of NCHW input with running statistics. Buffers match
-// PyTorch's state_dict, num_batches_tracked included, so its checkpoints load strictly.
+// Batch norm over the channels of NCHW input. In training mode it normalizes with the batch's
+// mean and biased variance over N, H, W (gradients flow through both) and folds them into the
+// running statistics: running = (1 - momentum) * running + momentum * batch, with the unbiased
+// variance, and num_batches_tracked += 1. In eval mode it uses the running statistics. Buffers
+// match PyTorch's state_dict, num_batches_tracked included, so its checkpoints load strictly.
 class BatchNorm2d : public UnaryModule {
  public:
-  explicit BatchNorm2d(int64_t num_features, double eps = 1e-5, Device device = Device::cpu());
+  explicit BatchNorm2d(int64_t num_features, double eps = 1e-5, double momentum = 0.1,
+                       Device device = Device::cpu());
   std::string type_name() const override { return "BatchNorm2d"; }
   Tensor forward(const Tensor& x, Loc loc = Loc::current()) override;
 
   const int64_t num_features;
-  const double eps;
+  const double eps, momentum;
   Tensor& weight;
   Tensor& bias;
   Tensor& running_mean;
   Tensor& running_var;
-  Tensor& num_batches_tracked;  // i64 scalar, unused at inference
+  Tensor& num_batches_tracked;  // i64 scalar: the training batches seen
+
+ private:
+  Tensor forward_training(const Tensor& x, const Loc& loc);
 };
 
 // Normalizes over the trailing dims given by normalized_shape ({512} or {2, 3}), then scales
@@ -108,6 +115,23 @@ class ReLU : public UnaryModule {
  public:
   std::string type_name() const override { return "ReLU"; }
   Tensor forward(const Tensor& x, Loc loc = Loc::current()) override;
+};
+
+// In training mode zeroes each element with probability p and scales the rest by 1 / (1 - p), so
+// the expected value is unchanged; the identity in eval mode. Masks come from the seeded rand
+// factory: with a seed, call k draws from derive_seed(seed, k); without, from manual_seed's
+// process-wide generator.
+class Dropout : public UnaryModule {
+ public:
+  explicit Dropout(double p = 0.5, Seed seed = std::nullopt, Loc loc = Loc::current());
+  std::string type_name() const override { return "Dropout"; }
+  Tensor forward(const Tensor& x, Loc loc = Loc::current()) override;
+
+  const double p;
+
+ private:
+  Seed seed_;
+  uint64_t calls_ = 0;
 };
 
 // Flattens dims start_dim..end_dim; the default keeps the batch dim, as torch.nn.Flatten does.

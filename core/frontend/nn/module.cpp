@@ -12,6 +12,15 @@ std::string join(const std::vector<std::string>& items) {
   return s;
 }
 
+// A new value for a parameter or buffer: a fresh leaf that requires grad when the old one did.
+// The same tensor (a move to where it already is) stays as it is, so handles to it stay live.
+void replace_keeping_requires_grad(Tensor& target, const Tensor& value) {
+  if (value.impl_ptr() == target.impl_ptr()) return;
+  bool requires_grad = target.requires_grad();
+  target = value.detach();
+  if (requires_grad) target.requires_grad_();
+}
+
 }  // namespace
 
 void Module::set_name(std::string name) {
@@ -66,7 +75,13 @@ Tensor& Module::add_entry(const std::string& name, Tensor value, bool is_buffer)
 }
 
 Tensor& Module::register_parameter(const std::string& name, Tensor value) {
-  return add_entry(name, std::move(value), false);
+  Tensor& param = add_entry(name, std::move(value), false);
+  // A parameter is a leaf, as torch.nn.Parameter makes it: history from its initialization is cut.
+  if (!param.is_traced() && is_floating(param.dtype())) {
+    if (param.impl().grad_fn) param = param.detach();
+    param.requires_grad_();
+  }
+  return param;
 }
 
 Tensor& Module::register_buffer(const std::string& name, Tensor value) {
@@ -163,13 +178,19 @@ LoadResult Module::load_state_dict(const std::map<std::string, Tensor>& state, b
     auto it = state.find(key);
     if (it == state.end()) continue;
     // Cast where the data is, then move: the target device need not support every cast.
-    *target = it->second.to(target->dtype()).to(target->device());
+    replace_keeping_requires_grad(*target, it->second.to(target->dtype()).to(target->device()));
   }
   return result;
 }
 
 Module& Module::to(Device device) {
-  for (auto& [key, tensor] : named_tensors()) *tensor = tensor->to(device);
+  for (auto& [key, tensor] : named_tensors()) replace_keeping_requires_grad(*tensor, tensor->to(device));
+  return *this;
+}
+
+Module& Module::train(bool on) {
+  training_ = on;
+  for (auto& [child_name, child] : children_) child->train(on);
   return *this;
 }
 

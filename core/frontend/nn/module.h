@@ -44,8 +44,9 @@ class Module {
 
   // Ordered (dotted name, tensor) lists, recursive: own entries first, then each child's.
   std::vector<std::pair<std::string, Tensor*>> named_parameters();
-  // The parameters alone, in the same order: what an optimizer takes. They do not require grad
-  // until marked (`for (Tensor* p : m.parameters()) p->requires_grad_();`).
+  // The parameters alone, in the same order: what an optimizer takes. Floating-point parameters
+  // require grad from registration on, as in libtorch; NoGradGuard keeps inference from recording,
+  // and `p->requires_grad_(false)` freezes one.
   std::vector<Tensor*> parameters();
   std::vector<std::pair<std::string, Tensor*>> named_buffers();
   // Parameters and buffers together, in PyTorch's state_dict order.
@@ -57,8 +58,14 @@ class Module {
   // must match. With strict, missing and unexpected keys are errors too; every problem is reported
   // in one kiln::Error and nothing is changed when it throws.
   LoadResult load_state_dict(const std::map<std::string, Tensor>& state, bool strict = true);
-  // Moves every parameter and buffer, recursively.
+  // Moves every parameter and buffer, recursively; parameters keep requiring grad.
   Module& to(Device device);
+
+  // Training mode (the default, as in torch) or evaluation mode, for this module and every
+  // submodule: BatchNorm2d normalizes with batch statistics and Dropout drops only in training.
+  Module& train(bool on = true);
+  Module& eval() { return train(false); }
+  bool is_training() const { return training_; }
 
  protected:
   // The returned reference stays valid for the module's lifetime.
@@ -87,6 +94,7 @@ class Module {
 
   std::string name_;
   Module* parent_ = nullptr;
+  bool training_ = true;
   std::deque<Entry> entries_;  // deque: references handed out stay valid as it grows
   std::vector<std::pair<std::string, Module*>> children_;
 };
