@@ -423,10 +423,12 @@ EntryGuards Engine::State::make_guards(std::span<const ArgView> args,
   g.decisions = std::move(trace.decisions);
   g.scalars.resize(args.size());
   g.module_sizes.resize(args.size());
+  g.module_modes.resize(args.size());
   for (size_t i = 0; i < args.size(); ++i) {
     g.kinds.push_back(args[i].kind);
     g.scalars[i] = {args[i].scalar_kind, args[i].scalar_int, args[i].scalar_float};
     g.module_sizes[i] = modules[i].size();
+    if (args[i].kind == ArgKind::Module) g.module_modes[i] = training_modes(*args[i].module);
   }
   for (size_t k = 0; k < trace.captured.size(); ++k) {
     auto& [value, tensor] = trace.captured[k];

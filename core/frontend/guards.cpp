@@ -4,6 +4,8 @@
 #include <cctype>
 #include <cstring>
 
+#include "core/frontend/nn/module.h"
+
 #include "core/ir/provenance.h"
 
 namespace kiln::compile_detail {
@@ -67,6 +69,12 @@ std::string describe_decision(const DecisionGuard& d) {
   return s;
 }
 
+std::string training_modes(const nn::Module& module) {
+  std::string modes = module.is_training() ? "1" : "0";
+  for (const auto& [name, child] : module.children()) modes += training_modes(*child);
+  return modes;
+}
+
 std::optional<std::string> EntryGuards::check(std::span<const ArgView> args,
                                               const std::vector<ModuleTensors>& modules) const {
   // Symbol values of this call, filled as the tensor guards pass.
@@ -119,6 +127,8 @@ std::optional<std::string> EntryGuards::check(std::span<const ArgView> args,
       if (modules[i].size() != module_sizes[i])
         return arg_name(i) + " (module): has " + std::to_string(modules[i].size()) +
                " parameters and buffers, the trace saw " + std::to_string(module_sizes[i]);
+      if (i < module_modes.size() && training_modes(*a.module) != module_modes[i])
+        return arg_name(i) + " (module): its training mode changed (train() or eval()) since the trace";
     }
   }
 

@@ -47,11 +47,16 @@ struct DecisionGuard {
   std::string scope;
 };
 
+// A module argument's training mode and its submodules', depth first ("1" training, "0" eval):
+// train() and eval() change what batch norm and dropout trace to.
+std::string training_modes(const nn::Module& module);
+
 struct EntryGuards {
   std::vector<ArgKind> kinds;
   std::vector<TensorGuard> tensors;   // by argument index (meaningful for tensor arguments)
   std::vector<ScalarGuard> scalars;   // by argument index (meaningful for scalars)
   std::vector<size_t> module_sizes;   // by argument index: named_tensors() count of modules
+  std::vector<std::string> module_modes;  // by argument index: training_modes() of modules
   std::vector<CaptureSource> captures;  // graph inputs after the real ones, in order
   std::vector<DecisionGuard> decisions;
 

@@ -110,6 +110,63 @@ TEST(CompileTrain, AdamWStepsMatchEagerStepsOnVulkan) {
   check_training(vk, adamw(), 1e-4);
 }
 
+// A CNN with batch norm in training mode: the step also writes the running statistics back.
+struct Cnn {
+  explicit Cnn(Device d)
+      : conv(1, 4, 3, /*stride=*/1, /*padding=*/1, 1, 1, true, d, /*seed=*/3), bn(4, 1e-5, 0.1, d),
+        fc(4 * 4 * 4, 3, true, d, 4) {}
+  Tensor loss(const Tensor& x, const Tensor& y) {
+    Tensor h = max_pool2d(relu(bn(conv(x))), 2);
+    return cross_entropy(fc(flatten(h, 1)), y);
+  }
+  std::vector<Tensor*> parameters() {
+    std::vector<Tensor*> out = conv.parameters();
+    for (nn::Module* m : std::vector<nn::Module*>{&bn, &fc})
+      for (Tensor* p : m->parameters()) out.push_back(p);
+    return out;
+  }
+  nn::Conv2d conv;
+  nn::BatchNorm2d bn;
+  nn::Linear fc;
+};
+
+void check_cnn_training(Device device, double tol) {
+  Cnn eager_net(device), compiled_net(device);
+  optim::SGD eager_opt(eager_net.parameters(), {.lr = 0.05, .momentum = 0.9});
+  optim::SGD opt(compiled_net.parameters(), {.lr = 0.05, .momentum = 0.9});
+  auto step = compile(
+      [&opt, &compiled_net](const Tensor& x, const Tensor& y) {
+        opt.zero_grad();
+        Tensor loss = compiled_net.loss(x, y);
+        loss.backward();
+        opt.step();
+        return loss;
+      },
+      {.fullgraph = true});
+  for (int s = 0; s < 4; ++s) {
+    SCOPED_TRACE("step " + std::to_string(s));
+    Tensor x = randn({4, 1, 8, 8}, device, uint64_t(40 + s));
+    Tensor y = from_vector(std::vector<int64_t>{0, 1, 2, int64_t(s % 3)}, {4}, device);
+    eager_opt.zero_grad();
+    Tensor eager_loss = eager_net.loss(x, y);
+    eager_loss.backward();
+    eager_opt.step();
+    expect_close(step(x, y), eager_loss, tol, "loss");
+    const std::vector<Tensor*> mine = compiled_net.parameters(), theirs = eager_net.parameters();
+    for (size_t k = 0; k < mine.size(); ++k) expect_close(*mine[k], *theirs[k], tol, "parameter " + std::to_string(k));
+    expect_close(compiled_net.bn.running_mean, eager_net.bn.running_mean, tol, "running_mean");
+    expect_close(compiled_net.bn.running_var, eager_net.bn.running_var, tol, "running_var");
+  }
+  EXPECT_EQ(step.stats().compiles, 1);
+}
+
+TEST(CompileTrain, CnnWithBatchNormInTrainingModeMatchesEagerSteps) { check_cnn_training(Device::cpu(), 1e-5); }
+
+TEST(CompileTrain, CnnWithBatchNormInTrainingModeMatchesEagerStepsOnVulkan) {
+  KILN_REQUIRE_VULKAN(vk);
+  check_cnn_training(vk, 1e-4);
+}
+
 // A step with a graph break (a host read of the loss) runs in lazy mode: the ops that autograd
 // records run eagerly, the optimizer's update is recorded lazily and flushed as it is assigned;
 // the parameters follow the eager steps.

@@ -188,12 +188,29 @@ TEST(NnTraining, BatchNorm2dTrainingMisuseIsReported) {
                {"BatchNorm2d", "f32[1,2,1,1]", "more than 1 value per channel",
                 "nn_training_test.cpp:" + std::to_string(line)});
   expect_error([&] { bn(ones({2, 3, 2, 2})); }, {"BatchNorm2d", "3 channels"});
-  auto fast = compile([](const Tensor& x, nn::BatchNorm2d& m) { return m.forward(x); });
-  expect_error([&] { fast(ones({2, 2, 2, 2}), bn); }, {"BatchNorm2d", "compiled", "eval()"});
-  bn.eval();
-  Tensor x = randn({2, 2, 2, 2}, Device::cpu(), 5);
-  EXPECT_TRUE(all_close(values(fast(x, bn)), values(bn(x)), kRtol, kAtol))
-      << "compiled in eval mode, as before";
+}
+
+// Compiled in training mode, the running statistics' update is one of the program's writes-back:
+// each call (the cached program's included) moves them as an eager call does; eval mode compiles
+// to the running-statistics form.
+TEST(NnTraining, BatchNorm2dTrainingCompiledUpdatesItsStatisticsEachCall) {
+  nn::BatchNorm2d eager_bn(2), compiled_bn(2);
+  auto fast = compile([](const Tensor& x, nn::BatchNorm2d& m) { return m.forward(x); }, {.fullgraph = true});
+  for (int call = 0; call < 3; ++call) {
+    Tensor x = randn({3, 2, 2, 2}, Device::cpu(), uint64_t(5 + call));
+    EXPECT_TRUE(all_close(values(fast(x, compiled_bn)), values(eager_bn(x)), kRtol, kAtol)) << "call " << call;
+    EXPECT_TRUE(all_close(values(compiled_bn.running_mean), values(eager_bn.running_mean), kRtol, kAtol)) << call;
+    EXPECT_TRUE(all_close(values(compiled_bn.running_var), values(eager_bn.running_var), kRtol, kAtol)) << call;
+    EXPECT_EQ(values(compiled_bn.num_batches_tracked), values(eager_bn.num_batches_tracked)) << call;
+  }
+  EXPECT_EQ(fast.stats().compiles, 1);
+  compiled_bn.eval();  // a guard: the same sizes recompile in eval mode
+  eager_bn.eval();
+  Tensor x = randn({3, 2, 2, 2}, Device::cpu(), 9);
+  EXPECT_TRUE(all_close(values(fast(x, compiled_bn)), values(eager_bn(x)), kRtol, kAtol)) << "eval mode";
+  ASSERT_EQ(fast.stats().recompile_reasons.size(), 1u);
+  EXPECT_NE(fast.stats().recompile_reasons[0].find("training mode changed"), std::string::npos)
+      << fast.stats().recompile_reasons[0];
 }
 
 // ---- Dropout

@@ -66,6 +66,7 @@ TrainCase make_case(const std::string& name, Device device) {
     c.keep = m;
   } else if (name == "cnn") {  // the seed CNN, batch 8 at 32x32, cross entropy over its outputs
     auto m = std::make_shared<samples::SmallCnn>(device);
+    m->train();  // batch norm with batch statistics
     c.x = randn({8, 3, 32, 32}, device, 1);
     c.y = labels(8, 10, device);
     c.shape = "[8,3,32,32]";

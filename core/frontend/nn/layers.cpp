@@ -6,6 +6,7 @@
 
 #include "core/frontend/autograd.h"
 #include "core/frontend/factories.h"
+#include "core/frontend/in_place.h"
 #include "core/frontend/lazy.h"
 
 namespace kiln::nn {
@@ -27,11 +28,6 @@ void check_positive(int64_t value, const char* what, const char* layer) {
                 std::to_string(value));
 }
 
-// A buffer takes new values in place, as torch's in-place updates do: every handle to it (a
-// state_dict taken earlier) sees them.
-void update_in_place(Tensor& buffer, const Tensor& value) {
-  buffer.impl().buffer = value.to(buffer.dtype()).impl().buffer;
-}
 
 }  // namespace
 
@@ -122,9 +118,8 @@ Tensor BatchNorm2d::forward_training(const Tensor& x, const Loc& loc) {
     throw Error(describe() + " (training mode) at " + short_location(loc) + " on " +
                 x.type().str() + ": " + why);
   };
-  if (x.is_traced() || lazy_tracer())
-    fail("inside a compiled function, where the running statistics update is not traced yet; "
-         "call eval() before compiling, or train eagerly");
+  // Inside a compiled function the running statistics' update is one of the program's writes-back;
+  // the count below needs static sizes, so a symbolic batch specializes the compile.
   std::vector<int64_t> s = x.sizes();
   if (s[1] != num_features)
     fail("the input has " + std::to_string(s[1]) + " channels, the layer " +
@@ -139,9 +134,10 @@ Tensor BatchNorm2d::forward_training(const Tensor& x, const Loc& loc) {
   Tensor y = centered * reshape(scale, per_channel, loc) + reshape(bias, per_channel, loc);
   NoGradGuard no_grad;
   const double unbiased = double(count) / double(count - 1);
-  update_in_place(running_mean, running_mean * (1 - momentum) + batch_mean * momentum);
-  update_in_place(running_var, running_var * (1 - momentum) + batch_var * (momentum * unbiased));
-  update_in_place(num_batches_tracked, num_batches_tracked + 1.0);
+  // In place, as torch's updates are: every handle (a state_dict taken earlier) sees them.
+  assign_in_place(running_mean, cast(running_mean * (1 - momentum) + batch_mean * momentum, running_mean.dtype()));
+  assign_in_place(running_var, cast(running_var * (1 - momentum) + batch_var * (momentum * unbiased), running_var.dtype()));
+  assign_in_place(num_batches_tracked, cast(num_batches_tracked + 1.0, num_batches_tracked.dtype()));
   return y;
 }
 
