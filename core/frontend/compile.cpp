@@ -181,6 +181,13 @@ struct Engine::State {
                                                 TraceFn trace, const std::vector<Tensor>& inputs);
 };
 
+// A program's run records nothing for autograd itself (an interpreted program runs eager ops):
+// a differentiable call records one node for the whole call instead.
+std::vector<Tensor> run_unrecorded(DeviceProgram& program, const std::vector<Tensor>& inputs) {
+  NoGradGuard no_grad;
+  return program.run(inputs);
+}
+
 // Applies a training step's writes to the tensors bound to its inputs; returns its own outputs.
 std::vector<Tensor> write_back(const Entry& entry, const std::vector<Tensor>& inputs, const std::vector<Tensor>& all) {
   for (const WriteBack& w : entry.writes) {
@@ -200,18 +207,18 @@ std::vector<Tensor> Engine::State::run_program(Entry& entry, std::span<const Arg
                                                const std::vector<ModuleTensors>& modules, TraceFn trace) {
   const std::vector<Tensor> inputs = entry.guards.program_inputs(args, modules);
   if (!entry.writes.empty()) {  // a training step: its outputs are final, its updates written back
-    std::vector<Tensor> all = entry.program->run(inputs);
+    std::vector<Tensor> all = run_unrecorded(*entry.program, inputs);
     stats.program = entry.program->stats();
     return write_back(entry, inputs, all);
   }
   const std::string key = grad_inputs_key(inputs);
   if (key.empty()) {
-    std::vector<Tensor> out = entry.program->run(inputs);
+    std::vector<Tensor> out = run_unrecorded(*entry.program, inputs);
     stats.program = entry.program->stats();  // launches are settled once the shapes are bound
     return out;
   }
   BackwardPlan& plan = backward_plan(entry, args, trace, inputs, key);
-  std::vector<Tensor> all = plan.program->run(inputs);
+  std::vector<Tensor> all = run_unrecorded(*plan.program, inputs);
   stats.program = plan.program->stats();
   std::shared_ptr<const Graph> graph = fixed_size_graph(plan, entry, args, trace, inputs);
   const std::vector<Node*> nodes = graph->nodes();
@@ -637,6 +644,7 @@ std::vector<Tensor> Engine::State::compile_and_run(std::span<const ArgView> args
   auto* planned = dynamic_cast<PlannedProgram*>(stored.program.get());
   std::vector<Tensor> results;
   try {
+    NoGradGuard no_grad;
     results = planned ? planned->run_profiled(inputs, timings) : stored.program->run(inputs);
   } catch (const Error&) {
     write_bundle(stored.program.get(), {});
