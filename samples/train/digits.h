@@ -132,13 +132,17 @@ inline double digits_accuracy(nn::UnaryModule& model, const DigitsExport& data, 
 struct DigitsEpoch {
   int64_t epoch;  // from 1
   double mean_loss, test_accuracy, seconds;
+  double samples_per_second;
 };
 
 // Trains `model` on `dev` with the export's settings, as export_digits.py trains PyTorch's: SGD
 // with momentum over each epoch's batch order, the learning rate cosine-annealed per epoch.
-// `on_epoch` sees each epoch's mean training loss and held-out accuracy.
+// `on_epoch` sees each epoch's mean training loss and held-out accuracy. `compiled`: each step
+// (zero_grad, forward, loss, backward, update) runs as one program under kiln::compile
+// (fullgraph, reduce-overhead); the last, smaller batch of an epoch recompiles it once.
 inline DigitsEpoch train_digits(nn::UnaryModule& model, const DigitsExport& data, Device dev,
-                                const std::function<void(const DigitsEpoch&)>& on_epoch = {}) {
+                                const std::function<void(const DigitsEpoch&)>& on_epoch = {},
+                                bool compiled = false) {
   const int64_t epochs = int64_t(data.setting("epochs"));
   const int64_t batch_size = int64_t(data.setting("batch_size"));
   std::vector<float> images = data.tensor("images_train").to_vector<float>();
@@ -148,6 +152,14 @@ inline DigitsEpoch train_digits(nn::UnaryModule& model, const DigitsExport& data
   model.train();
   optim::SGD sgd(model.parameters(), {.lr = data.setting("lr"), .momentum = data.setting("momentum")});
   optim::CosineAnnealingLR schedule(sgd, epochs);
+  auto train_step = [&sgd, &model](const Tensor& x, const Tensor& y) {
+    sgd.zero_grad();
+    Tensor loss = cross_entropy(model(x), y);
+    loss.backward();
+    sgd.step();
+    return loss;
+  };
+  auto compiled_step = compile(train_step, {.mode = Mode::ReduceOverhead, .fullgraph = true, .name = "digits step"});
   DigitsEpoch last{};
   for (int64_t epoch = 0; epoch < epochs; ++epoch) {
     const auto start = std::chrono::steady_clock::now();
@@ -158,17 +170,14 @@ inline DigitsEpoch train_digits(nn::UnaryModule& model, const DigitsExport& data
                                 order.begin() + epoch * n + std::min(n, first + batch_size));
       Tensor x = gather_rows(images, 64, rows, {1, 8, 8}, dev);
       Tensor y = gather_rows(labels, 1, rows, {}, dev);
-      sgd.zero_grad();
-      Tensor loss = cross_entropy(model(x), y);
-      loss.backward();
-      sgd.step();
+      Tensor loss = compiled ? compiled_step(x, y) : train_step(x, y);
       loss_sum += loss.item<double>();
       ++batches;
     }
     schedule.step();
     const double seconds =
         std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
-    last = {epoch + 1, loss_sum / double(batches), digits_accuracy(model, data, dev), seconds};
+    last = {epoch + 1, loss_sum / double(batches), digits_accuracy(model, data, dev), seconds, double(n) / seconds};
     if (on_epoch) on_epoch(last);
   }
   return last;
