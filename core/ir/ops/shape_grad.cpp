@@ -79,15 +79,26 @@ Shape with_last(Shape shape, SymInt last) {
   return shape;
 }
 
-// torch.gather: every gradient element goes to the input element it read, summed where several
-// read one (a scatter-add, built as a one-hot comparison along dim and a sum).
-std::vector<Value*> gather_grad(G& b) {
+// A gather's operands: the input, the index, the input's rank, the gathered dim (normalized) and
+// the input's size along it (static: the one-hot comparison spans it).
+struct Gathered {
+  Value* x;
+  Value* index;
+  int64_t rank, dim, size;
+};
+
+Gathered gathered(const G& b) {
   Value* x = b.input(0);
-  Value* index = b.input(1);
   const int64_t rank = int64_t(x->type.rank());
   int64_t dim = b.attrs().get_int("dim");
   if (dim < 0) dim += rank;
-  const int64_t size = b.static_dim(x, dim, "input");
+  return {x, b.input(1), rank, dim, b.static_dim(x, dim, "input")};
+}
+
+// torch.gather: every gradient element goes to the input element it read, summed where several
+// read one (a scatter-add, built as a one-hot comparison along dim and a sum).
+std::vector<Value*> gather_grad(G& b) {
+  const auto [x, index, rank, dim, size] = gathered(b);
   std::vector<int64_t> to_last, back(static_cast<size_t>(rank), 0);  // dim moved last, and back
   for (int64_t d = 0; d < rank; ++d)
     if (d != dim) to_last.push_back(d);
@@ -115,12 +126,7 @@ std::vector<Value*> gather_grad(G& b) {
 // index_select (ONNX Gather): the gradient rows summed into the rows they were read from, as a
 // matmul of the transposed one-hot index matrix [size, M] with the gradient [.., M, rest].
 std::vector<Value*> index_select_grad(G& b) {
-  Value* x = b.input(0);
-  Value* index = b.input(1);
-  const int64_t rank = int64_t(x->type.rank());
-  int64_t dim = b.attrs().get_int("dim");
-  if (dim < 0) dim += rank;
-  const int64_t size = b.static_dim(x, dim, "input");
+  const auto [x, index, rank, dim, size] = gathered(b);
   const DType dtype = x->type.dtype;
   const SymInt rows = numel(index->type.shape);
   Value* idx = b.reshape(normalized_index(b, index, size), {rows, SymInt(1)});
