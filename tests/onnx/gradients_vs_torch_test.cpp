@@ -9,12 +9,14 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <cstdio>
 #include <filesystem>
 #include <map>
 #include <string>
 
 #include <kiln/kiln.h>
 
+#include "core/autodiff/partition.h"
 #include "core/autodiff/reverse.h"
 #include "core/onnx/onnx_import.h"
 
@@ -92,6 +94,36 @@ void check_model(const std::string& name, bool on_every_device) {
     const Device dev(e.kind, e.index);
     onnx::CompiledModel compiled(c.model, dev);
     expect_torch_gradients(c, compiled.run({c.input}), dev.description() + ", compiled");
+  }
+}
+
+// What a compiled differentiable call of the model would save for its backward (values_to_save,
+// differentiating with respect to the parameters), in bytes, against saving every forward value.
+double saved_fraction(const std::string& name) {
+  onnx::ImportedModel model = onnx::import_onnx(std::string(KILN_TEST_GRADIENTS) + "/" + name + "/model.onnx");
+  Graph& g = model.graph;
+  Value* y = g.outputs().at(0);
+  Value* loss = g.add_node(OpKind::Sum, {g.add_node(OpKind::Mul, {y, g.add_input(y->type, "W")})->output()},
+                           {{"dims", std::vector<int64_t>{}}, {"keepdim", false}})->output();
+  g.set_outputs({loss});
+  std::vector<bool> wrt(g.inputs().size(), false);
+  for (size_t i = model.inputs.size(); i + 1 < g.inputs().size(); ++i) wrt[i] = true;
+  auto bytes = [](const Value* v) { return double(numel(static_dims(v->type.shape))) * double(dtype_size(v->type.dtype)); };
+  double saved = 0, every = 0;
+  for (const Value* v : values_to_save(g, wrt)) saved += bytes(v);
+  for (const Node* n : g.nodes())
+    if (n->kind != OpKind::Constant)
+      for (const Value* v : n->outputs) every += bytes(v);
+  return saved / every;
+}
+
+// The partition's target: at most half the bytes of saving every forward value.
+TEST(GradientsVsTorch, ThePartitionSavesAtMostHalfOfTheForwardBytes) {
+  for (const char* name : {"gpt2_block", "resnet18"}) {
+    if (!fs::exists(std::string(KILN_TEST_GRADIENTS) + "/" + name + "/model.onnx")) GTEST_SKIP() << "no exported " << name;
+    const double fraction = saved_fraction(name);
+    EXPECT_LE(fraction, 0.5) << name;
+    std::printf("%s: the backward saves %.1f%% of the forward's bytes\n", name, 100 * fraction);
   }
 }
 
