@@ -52,6 +52,7 @@ class App {
   // Graph view state.
   float zoom_ = 0.8f;
   float pan_x_ = 0, pan_y_ = 0;
+  int phase_filter_ = 0;  // the kernel table's phase: all, forward, backward, optimizer
   char search_[128] = "";
   int search_hit_ = -1;
   int pass_ = 0;

@@ -49,13 +49,25 @@ void App::kernels_view() {
   for (const trace::BundleKernel& k : bundle_.kernels) total_us += k.time_us.value_or(0);
   ImGui::Text("%zu kernels on %s; %.1f us timed%s", bundle_.kernels.size(), bundle_.device.c_str(), total_us,
               bundle_.kind == "program" ? "" : " (one kernel per node: not what a compiled program runs)");
-  enum Column { Index, Name, Time, Bytes, GBps, GFlops, Ops, Lines };
+  // A training step's kernels by phase (forward, backward, optimizer; bundles without phases show all).
+  static const char* const kPhases[] = {"all", "forward", "backward", "optimizer"};
+  for (int i = 0; i < 4; ++i) {
+    if (i) ImGui::SameLine();
+    ImGui::RadioButton(kPhases[i], &phase_filter_, i);
+  }
+  std::vector<int> shown;
+  for (int k : kernel_order_) {
+    const std::string& phase = bundle_.kernels[size_t(k)].phase;
+    if (phase_filter_ == 0 || phase.empty() || phase.find(kPhases[phase_filter_]) != std::string::npos) shown.push_back(k);
+  }
+  enum Column { Index, Name, Phase, Time, Bytes, GBps, GFlops, Ops, Lines };
   ImGuiTableFlags flags = ImGuiTableFlags_Sortable | ImGuiTableFlags_RowBg | ImGuiTableFlags_ScrollY |
                           ImGuiTableFlags_Resizable | ImGuiTableFlags_BordersInnerV;
-  if (ImGui::BeginTable("kernels", 8, flags)) {
+  if (ImGui::BeginTable("kernels", 9, flags)) {
     ImGui::TableSetupScrollFreeze(0, 1);
     ImGui::TableSetupColumn("#", ImGuiTableColumnFlags_DefaultSort | ImGuiTableColumnFlags_WidthFixed, 30, Index);
     ImGui::TableSetupColumn("kernel", ImGuiTableColumnFlags_WidthStretch, 0, Name);
+    ImGui::TableSetupColumn("phase", ImGuiTableColumnFlags_WidthFixed, 70, Phase);
     ImGui::TableSetupColumn("time us", ImGuiTableColumnFlags_WidthFixed | ImGuiTableColumnFlags_PreferSortDescending, 60, Time);
     ImGui::TableSetupColumn("bytes", ImGuiTableColumnFlags_WidthFixed | ImGuiTableColumnFlags_PreferSortDescending, 70, Bytes);
     ImGui::TableSetupColumn("GB/s", ImGuiTableColumnFlags_WidthFixed | ImGuiTableColumnFlags_PreferSortDescending, 50, GBps);
@@ -81,8 +93,9 @@ void App::kernels_view() {
         }
       };
       std::stable_sort(kernel_order_.begin(), kernel_order_.end(), [&](int a, int b) {
-        if (s.ColumnUserID == Name) {
-          int c = bundle_.kernels[size_t(a)].name.compare(bundle_.kernels[size_t(b)].name);
+        if (s.ColumnUserID == Name || s.ColumnUserID == Phase) {
+          const trace::BundleKernel &ka = bundle_.kernels[size_t(a)], &kb = bundle_.kernels[size_t(b)];
+          int c = s.ColumnUserID == Name ? ka.name.compare(kb.name) : ka.phase.compare(kb.phase);
           return s.SortDirection == ImGuiSortDirection_Ascending ? c < 0 : c > 0;
         }
         return s.SortDirection == ImGuiSortDirection_Ascending ? key(a) < key(b) : key(a) > key(b);
@@ -90,10 +103,10 @@ void App::kernels_view() {
       specs->SpecsDirty = false;
     }
     ImGuiListClipper clipper;
-    clipper.Begin(int(kernel_order_.size()));
+    clipper.Begin(int(shown.size()));
     while (clipper.Step())
       for (int row = clipper.DisplayStart; row < clipper.DisplayEnd; ++row) {
-        int k = kernel_order_[size_t(row)];
+        int k = shown[size_t(row)];
         const trace::BundleKernel& kk = bundle_.kernels[size_t(k)];
         ImGui::TableNextRow();
         ImGui::TableSetColumnIndex(0);
@@ -103,6 +116,7 @@ void App::kernels_view() {
         if (ImGui::Selectable(id, k == selection_.kernel, ImGuiSelectableFlags_SpanAllColumns)) select_kernel(k);
         ImGui::PopStyleColor();
         ImGui::TableNextColumn(); ImGui::TextUnformatted(kk.name.c_str());
+        ImGui::TableNextColumn(); ImGui::TextUnformatted(kk.phase.c_str());
         ImGui::TableNextColumn();
         if (kk.time_us) ImGui::Text("%.1f", *kk.time_us); else ImGui::TextDisabled("-");
         ImGui::TableNextColumn(); ImGui::TextUnformatted(human_bytes(bytes(k)).c_str());

@@ -8,6 +8,7 @@
 #include "core/frontend/factories.h"
 #include "core/frontend/in_place.h"
 #include "core/frontend/ops.h"
+#include "core/frontend/scope.h"
 #include "core/frontend/tracer.h"
 
 namespace kiln::optim {
@@ -97,6 +98,7 @@ SGD::SGD(std::vector<Tensor*> params, SGDOptions options) : Optimizer(std::move(
 
 void SGD::step() {
   NoGradGuard no_grad;
+  ScopeGuard scope("optim.SGD");  // the update's ops, in dumps and bundles (phase "optimizer")
   for (size_t i = 0; i < params_.size(); ++i) {
     Tensor& p = *params_[i];
     Tensor g = p.grad();
@@ -121,6 +123,7 @@ Adam::Adam(std::vector<Tensor*> params, AdamOptions options, bool decoupled)
 
 void Adam::step() {
   NoGradGuard no_grad;
+  ScopeGuard scope(decoupled_ ? "optim.AdamW" : "optim.Adam");
   for (size_t i = 0; i < params_.size(); ++i) {
     Tensor& p = *params_[i];
     Tensor g = p.grad();

@@ -71,12 +71,19 @@ struct KernelSource {
 };
 
 // One kernel of the executable: a fused group of nodes, run as one or more launches.
+// A kernel's phase from its nodes' provenance (BundleKernel::phase).
+std::string kernel_phase(const std::vector<Provenance>& origins);
+
 struct BundleKernel {
   std::string name;
   std::vector<int> origins;  // graph node ids it computes
   std::vector<KernelSource> sources;  // one per launch
   int64_t bytes_read = 0, bytes_written = 0;
   int64_t flops = 0;  // an estimate from the origin ops' shapes
+  // What the kernel computes in a training step: "forward", "backward" (the gradient of a forward
+  // op among its origins), "optimizer" (an optimizer's update), or several joined by "+" when
+  // fusion merged them ("backward+optimizer").
+  std::string phase;
   std::optional<double> start_us;  // device timestamps, when profiled
   std::optional<double> time_us;
 

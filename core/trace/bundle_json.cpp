@@ -95,7 +95,7 @@ json bundle_json(const Bundle& b, std::vector<std::pair<std::string, std::string
   for (size_t k = 0; k < b.kernels.size(); ++k) {
     const BundleKernel& bk = b.kernels[k];
     json jk = {{"name", bk.name}, {"origins", bk.origins}, {"bytes_read", bk.bytes_read},
-               {"bytes_written", bk.bytes_written}, {"flops", bk.flops},
+               {"bytes_written", bk.bytes_written}, {"flops", bk.flops}, {"phase", bk.phase},
                {"start_us", optional_json(bk.start_us)}, {"time_us", optional_json(bk.time_us)},
                {"sources", json::array()}};
     for (size_t s = 0; s < bk.sources.size(); ++s) {
@@ -174,6 +174,7 @@ Bundle bundle_from(const json& j, const fs::path& dir) {
     k.bytes_read = jk.value("bytes_read", int64_t(0));
     k.bytes_written = jk.value("bytes_written", int64_t(0));
     k.flops = jk.value("flops", int64_t(0));
+    k.phase = jk.value("phase", std::string());
     k.start_us = optional_from(jk, "start_us");
     k.time_us = optional_from(jk, "time_us");
     for (const json& js : jk.value("sources", json::array())) {

@@ -190,6 +190,7 @@ Bundle make_bundle(const Graph& graph, const MakeBundleOptions& options) {
     for (const TensorType& t : in_types) k.bytes_read += bytes(t);
     for (const TensorType& t : out_types) k.bytes_written += bytes(t);
     k.flops = estimate_flops(n);
+    k.phase = kernel_phase({n.provenance});
     for (const kernel::LoweredOp::Step& step : lowered.steps) {
       int64_t count = step.kernel.elements(hints);
       if (count == 0) continue;
@@ -208,6 +209,20 @@ Bundle make_bundle(const Graph& graph, const MakeBundleOptions& options) {
     log::debug("make_bundle: " + std::to_string(untagged_lines) +
                " kernel body lines had no origin from the emitter; attributed to their kernel's node");
   return bundle;
+}
+
+std::string kernel_phase(const std::vector<Provenance>& origins) {
+  bool forward = false, backward = false, optimizer = false;
+  for (const Provenance& p : origins)
+    for (const Origin& o : p.origins) {
+      if (!o.gradient_of.empty()) backward = true;
+      else if (o.scope == "optim" || o.scope.rfind("optim.", 0) == 0) optimizer = true;
+      else forward = true;
+    }
+  std::string phase;
+  for (auto [on, name] : {std::pair{forward, "forward"}, {backward, "backward"}, {optimizer, "optimizer"}})
+    if (on) phase += (phase.empty() ? "" : "+") + std::string(name);
+  return phase.empty() ? "forward" : phase;
 }
 
 }  // namespace kiln::trace

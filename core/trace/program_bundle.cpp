@@ -58,11 +58,15 @@ Bundle make_program_bundle(const Graph& graph, const PlannedProgram& program,
     const PlannedKernel& pk = kernels[k];
     BundleKernel bk;
     bk.name = pk.name;
+    std::vector<Provenance> provenance;
     for (const PlannedNode& n : pk.nodes) {
       bk.origins.push_back(n.id);
       auto it = nodes.find(n.id);
-      if (it != nodes.end()) bk.flops += estimate_flops(*it->second);
+      if (it == nodes.end()) continue;
+      bk.flops += estimate_flops(*it->second);
+      provenance.push_back(it->second->provenance);
     }
+    bk.phase = kernel_phase(provenance);
     for (int id : pk.reads)
       if (values.count(id)) bk.bytes_read += bytes_of(values[id]->type);
     for (int id : pk.writes)

@@ -8,10 +8,12 @@
 #include <cmath>
 #include <functional>
 #include <memory>
+#include <set>
 #include <vector>
 
 #include <kiln/kiln.h>
 
+#include "core/trace/bundle.h"
 #include "runtime/runtime_test_util.h"
 
 namespace kiln {
@@ -255,6 +257,34 @@ TEST(CompileTrain, AStepWithAGraphBreakStillMatchesEagerSteps) {
     for (size_t k = 0; k < mine.size(); ++k) expect_close(*mine[k], *theirs[k], 1e-5, "parameter " + std::to_string(k));
   }
   EXPECT_EQ(step.stats().graph_breaks, 1);
+}
+
+// The step's bundle (what kiln-debug opens) says which kernels are forward, backward (gradient
+// nodes, "gradient of linear at ...") and optimizer (the update, scope optim.SGD).
+TEST(CompileTrain, TheBundleMarksEachKernelsPhase) {
+  KILN_REQUIRE_VULKAN(vk);
+  Net net(vk);
+  optim::SGD opt(net.parameters(), {.lr = 0.1, .momentum = 0.9});
+  auto step = compile(
+      [&opt](const Tensor& x, nn::Linear& a, nn::Linear& b) {
+        opt.zero_grad();
+        Tensor loss = mean(b(gelu(a(x))));
+        loss.backward();
+        opt.step();
+        return loss;
+      },
+      {.fullgraph = true});
+  step(randn({4, 8}, vk, 1), net.a, net.b);
+  std::set<std::string> phases;
+  for (const trace::BundleKernel& k : step.bundle().kernels) {
+    EXPECT_FALSE(k.phase.empty()) << k.name;
+    for (size_t start = 0; start <= k.phase.size();) {
+      size_t end = std::min(k.phase.find('+', start), k.phase.size());
+      phases.insert(k.phase.substr(start, end - start));
+      start = end + 1;
+    }
+  }
+  EXPECT_EQ(phases, (std::set<std::string>{"forward", "backward", "optimizer"}));
 }
 
 // A gradient left from before the call cannot be accumulated into yet: the error says what to do.
