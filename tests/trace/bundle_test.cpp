@@ -82,9 +82,10 @@ Bundle hand_made_bundle() {
   k.bytes_read = 64;
   k.bytes_written = 64;
   k.flops = 16;
+  k.phase = "backward+optimizer";
   k.start_us = 1.5;
   k.time_us = 0.1;  // not exactly representable: the writer must keep every digit
-  b.kernels = {k, {"unt", {6}, {}, 0, 0, 0, std::nullopt, std::nullopt}};
+  b.kernels = {k, {"unt", {6}, {}, 0, 0, 0, "forward", std::nullopt, std::nullopt}};
   b.memory = {{{1, "%1 f32[8,4]", 128, 0, 256, 0, 1, true}}, {4096}, 8192, 2048, 4096};
   b.guards = {{"s0 > 10 was false", "/src/model.cpp", 13}};
   b.recompiles = {{"arg 0 dim 0: size was 2, now 3", "", 0}};
