@@ -93,13 +93,8 @@ std::vector<WriteBack> functionalize(Tracer& tracer) {
     const std::pair<const TensorImpl*, bool> key{&w->target.impl(), w->grad};
     if (std::find(done.begin(), done.end(), key) != done.end()) continue;
     done.push_back(key);
-    Value* target = nullptr;
-    for (const auto& [value, tensor] : tracer.captured())
-      if (tensor.impl_ptr() == w->target.impl_ptr()) target = value;
-    if (!target) {  // written, never read: bind it as an input all the same
-      tracer.captured_input(w->target);
-      target = tracer.captured().back().first;
-    }
+    // The target's capture (bound as an input all the same when the function only wrote it).
+    const Value* target = tracer.captured_input(w->target);
     size_t capture = 0;
     while (tracer.captured()[capture].first != target) ++capture;
     WriteBack back{inputs_before + capture, tracer.graph().outputs().size(), w->grad, w->value == nullptr};

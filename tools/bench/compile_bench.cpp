@@ -13,17 +13,14 @@
 #include <vector>
 
 #include "samples/common/sample_models.h"
+#include "tools/bench/bench_util.h"
 
 namespace kiln {
 namespace {
 
-using Clock = std::chrono::steady_clock;
+using bench::median;
 
-double median(std::vector<double> v) {
-  std::sort(v.begin(), v.end());
-  const size_t n = v.size();
-  return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
-}
+using Clock = std::chrono::steady_clock;
 
 // Median ms of `body` over reps after one warm-up call.
 double time_ms(int reps, const std::function<void()>& body) {

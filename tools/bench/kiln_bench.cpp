@@ -16,6 +16,7 @@
 #include <sys/resource.h>
 
 #include "core/kiln.h"
+#include "tools/bench/bench_util.h"
 #ifdef KILN_HAVE_VULKAN
 #include "backends/vulkan/vulkan_backend.h"
 #include "backends/vulkan/vulkan_norm_template.h"
@@ -24,6 +25,9 @@
 
 namespace kiln {
 namespace {
+
+using bench::median;
+using bench::wait_for;
 
 using Clock = std::chrono::steady_clock;
 
@@ -39,21 +43,6 @@ struct Args {
 
 double seconds_since(Clock::time_point start) {
   return std::chrono::duration<double>(Clock::now() - start).count();
-}
-
-double median(std::vector<double> v) {
-  std::sort(v.begin(), v.end());
-  size_t n = v.size();
-  return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
-}
-
-// Waits for every queued op on the tensor's device (eager Vulkan launches are asynchronous).
-void wait_for(const Device& device) {
-#ifdef KILN_HAVE_VULKAN
-  if (auto* vk = dynamic_cast<vulkan::VulkanBackend*>(&device.backend())) vk->eager_sync();
-#else
-  (void)device;
-#endif
 }
 
 // Median seconds of `body` over reps, after one warm-up run (compiles, first-touch allocations).
@@ -398,16 +387,8 @@ int main_impl(int argc, char** argv) {
     else if (flag == "--mib") args.mib = std::atoll(value);
     else if (flag == "--ops") args.ops = std::atoll(value);
     else if (flag == "--elements") args.elements = std::atoll(value);
-    else if (flag == "--devices") {
-      args.devices.clear();
-      std::string list = value;
-      for (size_t start = 0; start <= list.size();) {
-        size_t end = list.find(',', start);
-        if (end == std::string::npos) end = list.size();
-        args.devices.push_back(list.substr(start, end - start));
-        start = end + 1;
-      }
-    } else return usage();
+    else if (flag == "--devices") args.devices = bench::split_list(value);
+    else return usage();
   }
   print_header();
   if (args.command == "matmul" || args.command == "all") bench_matmul(args);

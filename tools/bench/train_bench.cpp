@@ -13,13 +13,14 @@
 #include <vector>
 
 #include "samples/common/sample_models.h"
+#include "tools/bench/bench_util.h"
 
-#ifdef KILN_HAVE_VULKAN
-#include "backends/vulkan/vulkan_backend.h"
-#endif
 
 namespace kiln {
 namespace {
+
+using bench::median;
+using bench::wait_for;
 
 using Clock = std::chrono::steady_clock;
 
@@ -29,15 +30,6 @@ struct Args {
   int reps = 10;
   int warmup = 2;
 };
-
-// Waits for every queued op on the device (eager Vulkan launches are asynchronous).
-void wait_for(const Device& device) {
-#ifdef KILN_HAVE_VULKAN
-  if (auto* vk = dynamic_cast<vulkan::VulkanBackend*>(&device.backend())) vk->eager_sync();
-#else
-  (void)device;
-#endif
-}
 
 // A model with its batch and loss.
 struct TrainCase {
@@ -85,12 +77,6 @@ TrainCase make_case(const std::string& name, Device device) {
     throw Error("kiln-bench-train: unknown model '" + name + "' (mlp, cnn, transformer)");
   }
   return c;
-}
-
-double median(std::vector<double> v) {
-  std::sort(v.begin(), v.end());
-  const size_t n = v.size();
-  return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
 }
 
 struct StepTimes {
@@ -151,17 +137,6 @@ void bench(const Args& args) {
   }
 }
 
-std::vector<std::string> split(const std::string& list) {
-  std::vector<std::string> out;
-  for (size_t start = 0; start <= list.size();) {
-    size_t end = list.find(',', start);
-    if (end == std::string::npos) end = list.size();
-    out.push_back(list.substr(start, end - start));
-    start = end + 1;
-  }
-  return out;
-}
-
 int usage() {
   std::fprintf(stderr, "usage: kiln-bench-train [--devices cpu,vulkan] [--models mlp,cnn,transformer] [--reps N] [--warmup N]\n");
   return 2;
@@ -173,8 +148,8 @@ int main_impl(int argc, char** argv) {
     const std::string flag = argv[i];
     if (i + 1 >= argc) return usage();
     const char* value = argv[i + 1];
-    if (flag == "--devices") args.devices = split(value);
-    else if (flag == "--models") args.models = split(value);
+    if (flag == "--devices") args.devices = bench::split_list(value);
+    else if (flag == "--models") args.models = bench::split_list(value);
     else if (flag == "--reps") args.reps = std::max(1, std::atoi(value));
     else if (flag == "--warmup") args.warmup = std::max(1, std::atoi(value));
     else return usage();
