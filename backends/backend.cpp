@@ -7,6 +7,7 @@ namespace kiln {
 
 const char* backend_kind_name(BackendKind kind) {
   switch (kind) {
+    case BackendKind::Ref: return "ref";
     case BackendKind::Cpu: return "cpu";
     case BackendKind::Null: return "null";
     case BackendKind::Vulkan: return "vulkan";
@@ -17,6 +18,12 @@ const char* backend_kind_name(BackendKind kind) {
 
 std::unique_ptr<Program> Backend::compile(const ProgramSource& source) {
   throw Error("compiling " + source.language + " programs is not supported by backend " + name());
+}
+
+std::vector<std::unique_ptr<Program>> Backend::compile_all(const std::vector<ProgramSource>& sources) {
+  std::vector<std::unique_ptr<Program>> programs;
+  for (const ProgramSource& s : sources) programs.push_back(compile(s));
+  return programs;
 }
 
 std::unique_ptr<Stream> Backend::create_stream() {

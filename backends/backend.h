@@ -20,8 +20,10 @@
 
 namespace kiln {
 
-enum class BackendKind { Cpu, Null, Vulkan, Cuda };
-const char* backend_kind_name(BackendKind kind);  // "cpu", "null", "vulkan", "cuda"
+// Ref: the reference interpreter, the oracle; Cpu: the host CPU with generated C++ for compiled
+// programs (backends/cpu).
+enum class BackendKind { Ref, Cpu, Null, Vulkan, Cuda };
+const char* backend_kind_name(BackendKind kind);  // "ref", "cpu", "null", "vulkan", "cuda"
 
 struct DeviceCaps {
   bool f16 = false;
@@ -35,7 +37,7 @@ struct DeviceCaps {
   std::array<uint32_t, 3> max_workgroup_size{1, 1, 1};
   uint32_t max_workgroup_invocations = 1;
   bool timestamps = false;
-  bool is_cpu = false;  // runs on the host CPU (the reference, or a software GPU like lavapipe)
+  bool is_cpu = false;  // runs on the host CPU (ref, cpu, or a software GPU like lavapipe)
 };
 
 // A device allocation. Backends subclass it; its memory is freed by the destructor.
@@ -151,6 +153,9 @@ class Backend {
   // leaves them alone where the template serves their shapes.
   virtual bool has_template(OpKind) const { return false; }
   virtual std::unique_ptr<Program> compile(const ProgramSource& source);
+  // Every kernel of one program at once, in order: a backend whose compiler is a process (cpu)
+  // builds them as a few translation units instead of one per kernel. Defaults to compile() each.
+  virtual std::vector<std::unique_ptr<Program>> compile_all(const std::vector<ProgramSource>& sources);
   virtual std::unique_ptr<Stream> create_stream();
   // Optional: what `source` compiles to, as text (SPIR-V assembly on Vulkan), for debug bundles;
   // empty where the backend has no such listing.
@@ -165,7 +170,8 @@ struct DeviceEntry {
   DeviceCaps caps;
 };
 
-// Every usable device, best first: discrete GPUs, then CUDA, then software GPUs, then cpu.
+// Every usable device, best first: GPUs (Vulkan, then CUDA), then cpu, then software GPUs
+// (lavapipe, chosen only by name), then the ref interpreter.
 std::vector<DeviceEntry> available_devices();
 // The backend object for a device, created on first use and kept for the process. Throws
 // kiln::Error saying why when the device is not available.

@@ -9,6 +9,7 @@
 
 namespace kiln {
 
+BackendFactory ref_backend_factory();
 BackendFactory cpu_backend_factory();
 BackendFactory null_backend_factory();
 BackendFactory cuda_backend_factory();
@@ -23,15 +24,17 @@ std::vector<BackendFactory> factories() {
 #ifdef KILN_HAVE_VULKAN
       vulkan_backend_factory(),
 #endif
-      cuda_backend_factory(), cpu_backend_factory(), null_backend_factory()};
+      cuda_backend_factory(), cpu_backend_factory(), ref_backend_factory(), null_backend_factory()};
 }
 
-// Best first; the null backend is never chosen automatically.
+// Best first; the null backend is never chosen automatically. On a machine without a GPU the cpu
+// backend comes before a software Vulkan device: lavapipe emulates a GPU on the same cores.
 int preference(const DeviceEntry& d) {
   if (d.kind == BackendKind::Null) return 100;
-  if (d.kind == BackendKind::Cpu) return 50;
+  if (d.kind == BackendKind::Ref) return 50;
   if (d.kind == BackendKind::Vulkan && !d.caps.is_cpu) return 0;
   if (d.kind == BackendKind::Cuda) return 1;
+  if (d.kind == BackendKind::Cpu) return 5;
   return 10;  // software GPUs (lavapipe)
 }
 

@@ -1,125 +1,131 @@
-// The cpu backend: host memory and the reference kernels. It is the oracle other backends are
-// checked against, so kernels favour clarity; matmul and conv are blocked and threaded.
-#include <cstdlib>
-#include <cstring>
-#include <new>
+// The cpu backend: the host CPU, with compiled programs as generated C++.
+//  - Eager ops run the reference kernels (precompiled, vectorized where it matters, threaded), so
+//    no eager op ever waits on a compiler.
+//  - Compiled programs print their kernel IR as C++ (Dialect::Cpp), which the host compiler builds
+//    into shared objects (host_compiler.h), a few translation units per program, cached on disk.
+//  - Matmul, gemm, linear and convolutions run inside compiled programs as host ops: their
+//    reference kernels (blocked and threaded), with the shapes planned once.
+// Without a compiler at run time, compiled programs run on the reference interpreter, and the
+// device's name says why.
+#include <unistd.h>
+
+#include <mutex>
 
 #include "backends/backend.h"
-#include "backends/cpu/cpu_kernel.h"
+#include "backends/cpu/cpu_programs.h"
+#include "backends/cpu/host_compiler.h"
+#include "backends/ref/host_memory.h"
+#include "backends/ref/ref_kernel.h"
 #include "core/support/error.h"
+#include "core/support/log.h"
 
 namespace kiln {
 namespace cpu {
 namespace {
 
-class HostBuffer : public Buffer {
- public:
-  explicit HostBuffer(size_t bytes) : Buffer(bytes) {
-    // 64-byte alignment suits every dtype and vector loads; never a null pointer, even for 0 bytes.
-    size_t rounded = (bytes + 63) / 64 * 64;
-    data_ = std::aligned_alloc(64, rounded == 0 ? 64 : rounded);
-    if (!data_)
-      throw Error("cpu: out of host memory allocating " + std::to_string(bytes) + " bytes");
+bool runs_as_host_op(OpKind kind) {
+  switch (kind) {
+    case OpKind::MatMul: case OpKind::Gemm: case OpKind::Linear: case OpKind::Conv: case OpKind::ConvTranspose:
+      return true;
+    default:
+      return false;
   }
-  ~HostBuffer() override { std::free(data_); }
-  void* data() const { return data_; }
+}
 
- private:
-  void* data_;
-};
-
-void* data_of(const Buffer* b) { return static_cast<const HostBuffer*>(b)->data(); }
+std::string device_name() {
+  const HostCompiler& compiler = HostCompiler::instance();
+  if (!compiler.available())
+    return "cpu (" + compiler.why_not() + ": compiled programs run on the reference interpreter)";
+  return "cpu (generated C++, " + compiler.description() + ")";
+}
 
 class CpuBackend : public Backend {
  public:
   BackendKind kind() const override { return BackendKind::Cpu; }
-  std::string name() const override { return "cpu (reference)"; }
+  std::string name() const override { return device_name(); }
   DeviceCaps caps() const override {
     DeviceCaps c;
     c.f16 = c.f64 = c.int64 = true;
     c.is_cpu = true;
+    c.timestamps = true;
+    c.memory_bytes = size_t(sysconf(_SC_PHYS_PAGES)) * size_t(sysconf(_SC_PAGESIZE));
     return c;
   }
-  bool supports(OpKind kind, DType) const override { return kernels().get(kind) != nullptr; }
+  bool supports(OpKind kind, DType) const override { return reference::kernels().get(kind) != nullptr; }
 
-  std::unique_ptr<Buffer> alloc(size_t bytes) override { return std::make_unique<HostBuffer>(bytes); }
+  std::unique_ptr<Buffer> alloc(size_t bytes) override { return std::make_unique<reference::HostBuffer>(bytes); }
   void upload(Buffer& dst, const void* src, size_t bytes, size_t offset) override {
-    check_range(dst, bytes, offset, "upload");
-    if (bytes == 0) return;  // src may be null (an empty tensor's data), which memcpy forbids
-    std::memcpy(static_cast<char*>(data_of(&dst)) + offset, src, bytes);
+    reference::host_upload(dst, src, bytes, offset);
   }
   void download(const Buffer& src, void* dst, size_t bytes, size_t offset) override {
-    check_range(src, bytes, offset, "download");
-    if (bytes == 0) return;
-    std::memcpy(dst, static_cast<const char*>(data_of(&src)) + offset, bytes);
+    reference::host_download(src, dst, bytes, offset);
+  }
+  void execute(const OpRun& run) override { reference::run_reference_kernel(run); }
+
+  std::optional<kernel::CodegenTarget> codegen() const override {
+    const HostCompiler& compiler = HostCompiler::instance();
+    if (compiler.available()) return kernel::CodegenTarget{kernel::Dialect::Cpp};
+    static std::once_flag said;
+    std::call_once(said, [&] {
+      log::warn("cpu: " + compiler.why_not() + "; compiled programs run on the reference interpreter");
+    });
+    return std::nullopt;
   }
 
-  void execute(const OpRun& run) override {
-    Kernel kernel = kernels().get(run.kind);
-    if (!kernel)
-      throw Error("no cpu reference kernel for op '" + std::string(op_name(run.kind)) + "' yet");
-    KernelContext ctx{run.kind, run.attrs, {}, {}};
-    for (const BufferView& v : run.inputs) ctx.inputs.push_back({v.dtype, v.dims, data_of(v.buffer)});
-    for (const BufferView& v : run.outputs) ctx.outputs.push_back({v.dtype, v.dims, data_of(v.buffer)});
-    kernel(ctx);
+  bool has_template(OpKind kind) const override { return runs_as_host_op(kind); }
+  std::optional<TemplateLaunch> plan_template(const OpRun& run) override {
+    if (!runs_as_host_op(run.kind)) return std::nullopt;
+    HostOp op{run.kind, run.attrs, {}, {}, {}, {}};
+    for (const BufferView& v : run.inputs) {
+      op.input_types.push_back(v.dtype);
+      op.input_dims.push_back(v.dims);
+    }
+    for (const BufferView& v : run.outputs) {
+      op.output_types.push_back(v.dtype);
+      op.output_dims.push_back(v.dims);
+    }
+    TemplateLaunch t;
+    t.name = "ref_" + std::string(op_name(run.kind));
+    t.language = "host";
+    t.source = "host op #" + std::to_string(host_op_index(op)) + ": " + op.text();
+    for (size_t i = 0; i < run.inputs.size() + run.outputs.size(); ++i) t.args.push_back(int(i));
+    return t;
   }
+
+  std::unique_ptr<Program> compile(const ProgramSource& source) override {
+    if (source.language == "cpp") return std::make_unique<GeneratedProgram>(batcher_, source.name, source.text);
+    if (source.language == "host") {
+      std::lock_guard lock(host_ops_mutex_);
+      size_t index = std::stoul(source.text.substr(source.text.find('#') + 1));
+      return std::make_unique<HostOpProgram>(host_ops_.at(index));
+    }
+    throw Error("cpu: cannot compile '" + source.name + "' written in '" + source.language +
+                "'; the cpu backend takes C++ (cpp) kernels");
+  }
+  std::vector<std::unique_ptr<Program>> compile_all(const std::vector<ProgramSource>& sources) override {
+    std::vector<std::unique_ptr<Program>> programs;
+    for (const ProgramSource& s : sources) programs.push_back(compile(s));
+    batcher_.flush();
+    return programs;
+  }
+  std::unique_ptr<Stream> create_stream() override { return std::make_unique<CpuStream>(); }
 
  private:
-  static void check_range(const Buffer& b, size_t bytes, size_t offset, const char* what) {
-    if (offset + bytes > b.bytes())
-      throw Error(std::string("cpu: ") + what + " of " + std::to_string(bytes) + " bytes at offset " +
-                  std::to_string(offset) + " exceeds the buffer's " + std::to_string(b.bytes()));
+  // Equal ops share one entry, so a program's text names the same op in every run.
+  size_t host_op_index(const HostOp& op) {
+    std::lock_guard lock(host_ops_mutex_);
+    for (size_t i = 0; i < host_ops_.size(); ++i)
+      if (host_ops_[i] == op) return i;
+    host_ops_.push_back(op);
+    return host_ops_.size() - 1;
   }
+
+  KernelBatcher batcher_;
+  std::mutex host_ops_mutex_;
+  std::vector<HostOp> host_ops_;
 };
 
 }  // namespace
-
-
-KernelTable::KernelTable() : kernels_(kOpCount, nullptr) {}
-
-const KernelTable& kernels() {
-  static const KernelTable table = [] {
-    KernelTable t;
-    register_pointwise(t);
-    register_reduce(t);
-    register_linalg(t);
-    register_conv(t);
-    register_norm(t);
-    register_shape(t);
-    return t;
-  }();
-  return table;
-}
-
-BroadcastIndex::BroadcastIndex(const std::vector<int64_t>& in_dims,
-                               const std::vector<int64_t>& out_dims)
-    : out_dims_(out_dims), in_strides_(out_dims.size(), 0), counter_(out_dims.size(), 0) {
-  size_t lead = out_dims.size() - in_dims.size();
-  int64_t stride = 1;
-  for (size_t i = in_dims.size(); i-- > 0;) {
-    in_strides_[lead + i] = in_dims[i] == 1 ? 0 : stride;
-    stride *= in_dims[i];
-  }
-}
-
-void BroadcastIndex::seek(int64_t linear) {
-  offset_ = 0;
-  for (size_t i = out_dims_.size(); i-- > 0;) {
-    counter_[i] = out_dims_[i] ? linear % out_dims_[i] : 0;
-    linear = out_dims_[i] ? linear / out_dims_[i] : 0;
-    offset_ += counter_[i] * in_strides_[i];
-  }
-}
-
-void BroadcastIndex::next() {
-  for (size_t i = out_dims_.size(); i-- > 0;) {
-    offset_ += in_strides_[i];
-    if (++counter_[i] < out_dims_[i]) return;
-    offset_ -= in_strides_[i] * counter_[i];
-    counter_[i] = 0;
-  }
-}
-
 }  // namespace cpu
 
 BackendFactory cpu_backend_factory() {

@@ -9,7 +9,8 @@
 namespace kiln {
 
 std::string Device::name() const {
-  if (kind_ == BackendKind::Cpu || kind_ == BackendKind::Null) return backend_kind_name(kind_);
+  if (kind_ == BackendKind::Cpu || kind_ == BackendKind::Ref || kind_ == BackendKind::Null)
+    return backend_kind_name(kind_);
   return std::string(backend_kind_name(kind_)) + ":" + std::to_string(index_);
 }
 
@@ -30,11 +31,12 @@ Device Device::parse(std::string_view text) {
   }
   BackendKind kind;
   if (kind_text == "cpu") kind = BackendKind::Cpu;
+  else if (kind_text == "ref") kind = BackendKind::Ref;
   else if (kind_text == "null") kind = BackendKind::Null;
   else if (kind_text == "vulkan") kind = BackendKind::Vulkan;
   else if (kind_text == "cuda") kind = BackendKind::Cuda;
   else
-    throw Error("unknown device '" + std::string(text) + "'; expected cpu, vulkan[:N], cuda[:N] or null");
+    throw Error("unknown device '" + std::string(text) + "'; expected cpu, ref, vulkan[:N], cuda[:N] or null");
   Device d(kind, index);
   d.backend();  // fails here, with the reason, when the device is not available
   return d;
@@ -42,12 +44,11 @@ Device Device::parse(std::string_view text) {
 
 Device Device::best() {
   if (const char* env = std::getenv("KILN_DEVICE"); env && *env) return parse(env);
-  for (const DeviceEntry& e : available_devices())
-    if (e.kind != BackendKind::Null) {
-      if (e.kind == BackendKind::Cpu)
-        log::warn("no GPU device found (Vulkan or CUDA); running on the cpu reference backend");
-      return Device(e.kind, e.index);
-    }
+  for (const DeviceEntry& e : available_devices()) {
+    if (e.kind == BackendKind::Vulkan && !e.caps.is_cpu) return Device(e.kind, e.index);
+    if (e.kind == BackendKind::Cuda) return Device(e.kind, e.index);
+  }
+  log::info("no GPU device found (Vulkan or CUDA); running on the cpu backend");
   return cpu();
 }
 

@@ -1,4 +1,4 @@
-// kiln::Device names one device: "cpu", "vulkan:0", "cuda:1", "null".
+// kiln::Device names one device: "cpu", "ref", "vulkan:0", "cuda:1", "null".
 #pragma once
 
 #include <string>
@@ -14,10 +14,13 @@ class Device {
   Device(BackendKind kind, int index) : kind_(kind), index_(index) {}
 
   static Device cpu() { return {}; }
-  // The best available device: a Vulkan GPU, then CUDA, then a software Vulkan device (lavapipe),
-  // then cpu. KILN_DEVICE=vulkan:1 overrides the choice.
+  // The reference interpreter: every op by its reference kernel, compiled graphs node by node. The
+  // oracle other devices are checked against.
+  static Device ref() { return {BackendKind::Ref, 0}; }
+  // The best available device: a Vulkan GPU, then CUDA, then cpu. A software Vulkan device
+  // (lavapipe) is used only when named. KILN_DEVICE=vulkan:1 overrides the choice.
   static Device best();
-  // "cpu", "null", "vulkan", "vulkan:1", "cuda:0"; throws kiln::Error for unknown names and for
+  // "cpu", "ref", "null", "vulkan", "vulkan:1", "cuda:0"; throws kiln::Error for unknown names and for
   // devices that are not available here, saying why.
   static Device parse(std::string_view text);
 

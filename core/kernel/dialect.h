@@ -3,9 +3,12 @@
 
 namespace kiln::kernel {
 
-enum class Dialect { Glsl, Cuda };
-// The ProgramSource language a dialect's text is written in: "glsl" or "cuda".
-inline const char* language_of(Dialect d) { return d == Dialect::Cuda ? "cuda" : "glsl"; }
+// Cpp: C++ for the host CPU (backends/cpu), one loop over a range of the iteration space.
+enum class Dialect { Glsl, Cuda, Cpp };
+// The ProgramSource language a dialect's text is written in: "glsl", "cuda" or "cpp".
+inline const char* language_of(Dialect d) {
+  return d == Dialect::Cuda ? "cuda" : d == Dialect::Cpp ? "cpp" : "glsl";
+}
 
 // A backend that compiles generated kernels declares this: its dialect and the read/store forms
 // that suit it (EmitOptions documents each).

@@ -1,4 +1,4 @@
-// Kernel IR -> GLSL / CUDA C. Expressions become SSA temporaries in dependency order; values are
+// Kernel IR -> GLSL / CUDA C / C++. Expressions become SSA temporaries in dependency order; values are
 // computed in a "compute type" (float for 16-bit floats, bool for bool, uint for u8) and converted
 // on load and store, so results match the cpu reference's arithmetic.
 #include "core/kernel/emit.h"
@@ -20,6 +20,7 @@ std::string cuda_entry_name() { return "kiln_kernel"; }
 namespace {
 
 bool glsl(Dialect d) { return d == Dialect::Glsl; }
+bool cpp(Dialect d) { return d == Dialect::Cpp; }
 
 // The type values of `t` are computed in.
 std::string compute_type(DType t, Dialect d) {
@@ -38,7 +39,7 @@ std::string compute_type(DType t, Dialect d) {
 std::string storage_type(DType t, Dialect d) {
   switch (t) {
     case DType::F32: return "float";
-    case DType::F16: return glsl(d) ? "float16_t" : "__half";
+    case DType::F16: return glsl(d) ? "float16_t" : cpp(d) ? "_Float16" : "__half";
     case DType::BF16: return "uint16_t";
     case DType::F64: return "double";
     case DType::I32: return "int";
@@ -50,7 +51,7 @@ std::string storage_type(DType t, Dialect d) {
 
 std::string load_text(DType t, const std::string& elem, Dialect d) {
   switch (t) {
-    case DType::F16: return glsl(d) ? "float(" + elem + ")" : "__half2float(" + elem + ")";
+    case DType::F16: return glsl(d) || cpp(d) ? "float(" + elem + ")" : "__half2float(" + elem + ")";
     case DType::BF16:
       return "uintBitsToFloat(uint(" + elem + ") << 16)";
     case DType::U8: return compute_type(t, d) + "(" + elem + ")";
@@ -61,7 +62,8 @@ std::string load_text(DType t, const std::string& elem, Dialect d) {
 
 std::string store_text(DType t, const std::string& v, Dialect d) {
   switch (t) {
-    case DType::F16: return glsl(d) ? "float16_t(" + v + ")" : "__float2half_rn(" + v + ")";
+    case DType::F16:
+      return glsl(d) ? "float16_t(" + v + ")" : cpp(d) ? "_Float16(" + v + ")" : "__float2half_rn(" + v + ")";
     case DType::BF16: return "kiln_to_bf16(" + v + ")";
     case DType::U8: return storage_type(t, d) + "(" + v + ")";
     case DType::Bool: return storage_type(t, d) + "(" + v + " ? 1 : 0)";
@@ -100,7 +102,7 @@ class Printer {
   EmittedKernel run() {
     vec4_ = vectorized();
     header();
-    if (k_.rank == 0) line("  int gid = 0;", k_.origins());
+    if (k_.rank == 0 && !cpp(d_)) line("  int gid = 0;", k_.origins());
     if (vec4_) vec4_prologue();
     index_prologue();
     if (k_.kind == KernelKind::Reduce) reduce_loop();
@@ -113,11 +115,12 @@ class Printer {
            collect_origins(s.value));
     }
     if (vec4_) vec4_epilogue();
+    if (cpp(d_)) cpp_loop_end();
     line("}");
     EmittedKernel out;
     out.source = src_.str();
     out.line_origins = std::move(origins_);
-    out.workgroup_size = o_.workgroup_size;
+    out.workgroup_size = cpp(d_) ? 1 : o_.workgroup_size;  // C++: launch "groups" count elements
     out.elements_per_invocation = vec4_ ? 4 : 1;
     return out;
   }
@@ -254,6 +257,7 @@ class Printer {
     for (const Store& s : k_.stores) scan(s.value);
     if (k_.body) scan(k_.body);
     if (glsl(d_)) glsl_header();
+    else if (cpp(d_)) cpp_header();
     else cuda_header();
   }
 
@@ -339,10 +343,86 @@ class Printer {
          ") " + entry() + "(" + args + ") {");
   }
 
+  // C++: the backend's trampoline (backends/cpu) calls this with the kernel's buffers, its params and
+  // a range [begin, end) of the iteration space, one range per thread. Kernels of one program share
+  // a translation unit, each in a namespace of its own, so the prelude is static inline.
+  void cpp_header() {
+    line("// kernel " + k_.name, k_.origins());
+    if (o_.standalone) {
+      line("#include <cmath>");
+      line("#include <cstdint>");
+      line("#include <cstring>");
+      add_lines(prelude_cpp_compat());
+      line("#define KILN_FN static inline");
+      preludes();
+    }
+    line("void " + entry() + "(void* const* buffers, const int* params, long begin, long end) {", k_.origins());
+    for (size_t i = 0; i < k_.buffers.size(); ++i) {
+      const BufferSlot& b = k_.buffers[i];
+      std::string type = std::string(b.output ? "" : "const ") + storage_type(b.dtype, d_);
+      line("  " + type + "* __restrict b" + std::to_string(i) + " = static_cast<" + type + "*>(buffers[" +
+           std::to_string(i) + "]);");
+    }
+    line("  struct { const int* p; } pc = {params};");
+    line("  (void)pc;");
+  }
+
+  // C++ walks its range row by row: the coordinates of the range's first element are divided out
+  // once, then the innermost dim is a plain counted loop (loads at gid or at c<last> are unit
+  // stride, so the compiler vectorizes it) and the outer coordinates carry at the end of each row.
+  void cpp_loop_begin() {
+    const std::vector<int> all = k_.origins();
+    auto tag = [&](const std::string& text) { line(text, all); };
+    tag("  const long total = " + (k_.rank == 0 ? std::string("1") : "long(" + total_elements() + ")") + ";");
+    tag("  if (end > total) end = total;");
+    if (k_.rank == 0) {
+      tag("  for (int gid = int(begin); gid < int(end); ++gid) {");
+      return;
+    }
+    const std::string last = std::to_string(k_.rank - 1);
+    tag("  int next = int(begin), rest = next;");
+    tag("  int first = rest % pc.p[" + last + "];");
+    tag("  rest = rest / pc.p[" + last + "];");
+    for (int d = k_.rank - 2; d >= 0; --d) {
+      std::string ds = std::to_string(d);
+      if (d == 0) {
+        tag("  int c0 = rest;");
+      } else {
+        tag("  int c" + ds + " = rest % pc.p[" + ds + "];");
+        tag("  rest = rest / pc.p[" + ds + "];");
+      }
+    }
+    tag("  while (next < int(end)) {");
+    tag("  const int row = next - first, stop = int(end) - row < pc.p[" + last + "] ? int(end) - row : pc.p[" + last + "];");
+    tag("  for (int c" + last + " = first; c" + last + " < stop; ++c" + last + ") {");
+    tag("  const int gid = row + c" + last + ";");
+  }
+
+  void cpp_loop_end() {
+    line("  }");  // the row (or the one element of a rank-0 kernel)
+    if (k_.rank == 0) return;
+    const std::vector<int> all = k_.origins();
+    auto tag = [&](const std::string& text) { line(text, all); };
+    tag("  next = row + pc.p[" + std::to_string(k_.rank - 1) + "];");
+    tag("  first = 0;");
+    std::string carry;  // ++c(d) wrapping into c(d-1), innermost outer dim first
+    for (int d = k_.rank - 2; d >= 0; --d) {
+      std::string ds = std::to_string(d);
+      tag("  " + std::string(k_.rank - 2 - d, ' ') + "if (++c" + ds + " == pc.p[" + ds + "]) {" +
+          (d == 0 ? "" : " c" + ds + " = 0;"));
+    }
+    for (int d = 0; d <= k_.rank - 2; ++d) tag("  " + std::string(k_.rank - 2 - d, ' ') + "}");
+    line("  }");  // while
+  }
+
   // Index set-up serves every node of the kernel: tagged with all of them.
   void index_prologue() {
     const std::vector<int> all = k_.origins();
     auto tag = [&](const std::string& text) { line(text, all); };
+    if (cpp(d_)) {
+      cpp_loop_begin();
+      return;
+    }
     std::string x = glsl(d_) ? "gl_GlobalInvocationID.x" : "(blockIdx.x * blockDim.x + threadIdx.x)";
     std::string y = glsl(d_) ? "gl_GlobalInvocationID.y" : "blockIdx.y";
     if (k_.rank == 0) {
@@ -486,11 +566,14 @@ class Printer {
     bool bool_args = !e.args.empty() && e.args[0]->type == DType::Bool;
     if (bool_args && (e.op == OpKind::Lt || e.op == OpKind::Le || e.op == OpKind::Gt || e.op == OpKind::Ge))
       for (std::string& x : a) x = "int(" + x + ")";
-    // GLSL has no double transcendentals: compute those in float (f64 is then f32-accurate).
+    // GLSL has no double transcendentals: compute those in float (f64 is then f32-accurate). C++
+    // has them all (and tanh and erf of the C library, as the reference uses).
     auto call = [&](const char* name, const std::string& x) {
-      if (e.type == DType::F64) return std::string("double(") + name + "(float(" + x + ")))";
+      if (e.type == DType::F64 && !cpp(d_)) return std::string("double(") + name + "(float(" + x + ")))";
       return std::string(name) + "(" + x + ")";
     };
+    const char* tanh_fn = cpp(d_) ? "std::tanh" : "kiln_tanh";
+    const char* erf_fn = cpp(d_) ? "std::erf" : "kiln_erf";
     switch (e.op) {
       case OpKind::Neg: return "-" + a[0];
       case OpKind::Abs: return "abs(" + a[0] + ")";
@@ -500,7 +583,7 @@ class Printer {
       case OpKind::Rsqrt: return one() + " / sqrt(" + a[0] + ")";
       case OpKind::Sin: return call("sin", a[0]);
       case OpKind::Cos: return call("cos", a[0]);
-      case OpKind::Tanh: return "kiln_tanh(" + a[0] + ")";
+      case OpKind::Tanh: return std::string(tanh_fn) + "(" + a[0] + ")";
       case OpKind::Sigmoid: return one() + " / (" + one() + " + " + call("exp", "-" + a[0]) + ")";
       case OpKind::Relu: return a[0] + " > " + literal(0, e.type, d_) + " ? " + a[0] + " : " + literal(0, e.type, d_);
       case OpKind::LeakyRelu:
@@ -511,13 +594,13 @@ class Printer {
                literal(e.attrs.get_float("alpha"), e.type, d_) + " * (" + call("exp", a[0]) + " - " + one() + ")";
       case OpKind::Gelu:
         if (e.attrs.get_string("approximate") == "tanh")
-          return literal(0.5, e.type, d_) + " * " + a[0] + " * (" + one() + " + kiln_tanh(" +
+          return literal(0.5, e.type, d_) + " * " + a[0] + " * (" + one() + " + " + tanh_fn + "(" +
                  literal(0.7978845608028654, e.type, d_) + " * (" + a[0] + " + " +
                  literal(0.044715, e.type, d_) + " * " + a[0] + " * " + a[0] + " * " + a[0] + ")))";
-        return literal(0.5, e.type, d_) + " * " + a[0] + " * (" + one() + " + kiln_erf(" + a[0] +
+        return literal(0.5, e.type, d_) + " * " + a[0] + " * (" + one() + " + " + erf_fn + "(" + a[0] +
                " * " + literal(0.7071067811865476, e.type, d_) + "))";
       case OpKind::Silu: return a[0] + " / (" + one() + " + " + call("exp", "-" + a[0]) + ")";
-      case OpKind::Erf: return "kiln_erf(" + a[0] + ")";
+      case OpKind::Erf: return std::string(erf_fn) + "(" + a[0] + ")";
       case OpKind::Floor: return is_floating(e.type) ? "floor(" + a[0] + ")" : a[0];
       case OpKind::Ceil: return is_floating(e.type) ? "ceil(" + a[0] + ")" : a[0];
       case OpKind::Round: return is_floating(e.type) ? "roundEven(" + a[0] + ")" : a[0];
@@ -588,13 +671,17 @@ class Printer {
 
 EmittedKernel emit(const Kernel& kernel, const EmitOptions& options) {
   EmittedKernel out = Printer(kernel, options).run();
-  if (options.dialect == Dialect::Cuda) out.entry = options.entry.empty() ? cuda_entry_name() : options.entry;
+  if (options.dialect != Dialect::Glsl) out.entry = options.entry.empty() ? cuda_entry_name() : options.entry;
   return out;
 }
 
 std::string emit_prelude_for(Dialect dialect) {
   std::string text;
-  if (dialect == Dialect::Cuda) {
+  if (dialect == Dialect::Cpp) {
+    text += "#include <cmath>\n#include <cstdint>\n#include <cstring>\n";
+    text += prelude_cpp_compat();
+    text += "#define KILN_FN static inline\n";
+  } else if (dialect == Dialect::Cuda) {
     text += "#include <cuda_fp16.h>\n";
     text += prelude_cuda_compat();
     text += "#define KILN_FN __device__ inline\n";

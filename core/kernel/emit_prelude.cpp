@@ -80,4 +80,20 @@ template <class T> __device__ inline T clamp(T x, double lo, double hi) { return
 )";
 }
 
+const char* prelude_cpp_compat() {
+  return R"(typedef unsigned int uint;
+using std::abs; using std::exp; using std::log; using std::sqrt; using std::sin; using std::cos;
+using std::floor; using std::ceil; using std::trunc; using std::pow; using std::isnan;
+static inline float uintBitsToFloat(uint u) { float f; std::memcpy(&f, &u, 4); return f; }
+static inline uint floatBitsToUint(float f) { uint u; std::memcpy(&u, &f, 4); return u; }
+template <class T> static inline T max(T a, T b) { return a > b ? a : b; }
+template <class T> static inline T min(T a, T b) { return a < b ? a : b; }
+template <class T> static inline T sign(T x) { return T((x > T(0)) - (x < T(0))); }
+static inline float roundEven(float x) { return std::nearbyint(x); }
+static inline double roundEven(double x) { return std::nearbyint(x); }
+static inline float mod(float a, float b) { return a - b * std::floor(a / b); }
+template <class T> static inline T clamp(T x, double lo, double hi) { return x < T(lo) ? T(lo) : (x > T(hi) ? T(hi) : x); }
+)";
+}
+
 }  // namespace kiln::kernel

@@ -22,16 +22,20 @@ std::vector<bool> mask_of(const std::vector<int64_t>& dims, size_t rank) {
   return mask;
 }
 
-// Offset of the input element for output coordinate + loop counter r.
+// Offset of the input element for output coordinate + loop counter r. The outermost reduced dim
+// takes r / inner as it is: r < extent bounds it already, and a loop without a modulo vectorizes.
 ExprRef reduced_offset(KernelBuilder& b, const Shape& in, const std::vector<bool>& mask,
                        bool keepdim) {
   std::vector<ExprRef> coords(in.size());
+  size_t outermost = in.size();
+  for (size_t i = in.size(); i-- > 0;)
+    if (mask[i]) outermost = i;
   SymInt inner = 1;  // r's stride for the current reduced dim (row-major over reduced dims)
   for (size_t i = in.size(); i-- > 0;) {
     if (!mask[i]) continue;
     ExprRef r = inner.is_static() && inner.value() == 1 ? reduction_index()
                                                          : idiv(reduction_index(), b.param_for(inner));
-    coords[i] = imod(r, b.param_for(in[i]));
+    coords[i] = i == outermost ? r : imod(r, b.param_for(in[i]));
     inner = inner * in[i];
   }
   int out_dim = 0;

@@ -82,7 +82,7 @@ void compare(const std::vector<Tensor>& got, const std::vector<Tensor>& want, do
 
 std::string AccuracyReport::str() const {
   std::ostringstream s;
-  s << "accuracy on " << device << " vs cpu (rtol " << number(rtol) << ", atol " << number(atol)
+  s << "accuracy on " << device << " vs ref (rtol " << number(rtol) << ", atol " << number(atol)
     << ")\n";
   for (const NodeAccuracy& n : nodes) {
     char line[160];
@@ -114,7 +114,7 @@ AccuracyReport check_accuracy(const Graph& graph, const std::vector<Tensor>& inp
     if (inputs[i].dtype() != v->type.dtype || inputs[i].dim() != int64_t(v->type.rank()))
       throw Error("check_accuracy: input " + std::to_string(i) + " ('" + v->name +
                   "') should be " + v->type.str() + ", got " + inputs[i].type().str());
-    reference[v] = inputs[i].to(Device::cpu());
+    reference[v] = inputs[i].to(Device::ref());
   }
   const std::map<std::string, int64_t> bindings = bind_symbols(graph, inputs);
   for (const Node* node : graph.nodes()) {
@@ -125,6 +125,8 @@ AccuracyReport check_accuracy(const Graph& graph, const std::vector<Tensor>& inp
     }
     AttrMap attrs = concrete_attrs(node->attrs, bindings);
     std::vector<Tensor> want = run_op_at(node->kind, cpu_args, attrs, node->provenance);
+    if (cpu_args.empty())  // a constant is made on the default device
+      for (Tensor& t : want) t = t.to(Device::ref());
     // Ops without inputs (constants) make their value on the host; only computed ones are compared.
     std::vector<Tensor> got =
         dev_args.empty() ? want : run_op_at(node->kind, dev_args, attrs, node->provenance);
@@ -173,7 +175,7 @@ std::vector<std::string> lines_of(const PlannedProgram& program, int k, int node
 
 std::string KernelAccuracyReport::str() const {
   std::ostringstream s;
-  s << "accuracy per compiled kernel on " << device << " vs cpu (rtol " << number(rtol) << ", atol "
+  s << "accuracy per compiled kernel on " << device << " vs ref (rtol " << number(rtol) << ", atol "
     << number(atol) << ")\n";
   for (const KernelAccuracy& k : kernels) {
     char line[200];
@@ -218,7 +220,7 @@ KernelAccuracyReport check_kernel_accuracy(PlannedProgram& program, const Graph&
   std::map<int, Tensor> reference;
   std::vector<Tensor> device_inputs;
   for (size_t i = 0; i < inputs.size(); ++i) {
-    reference[graph.inputs()[i]->id] = inputs[i].to(Device::cpu());
+    reference[graph.inputs()[i]->id] = inputs[i].to(Device::ref());
     device_inputs.push_back(inputs[i].to(program.device()));
   }
   const std::map<std::string, int64_t> bindings = bind_symbols(graph, inputs);
@@ -226,7 +228,7 @@ KernelAccuracyReport check_kernel_accuracy(PlannedProgram& program, const Graph&
     std::vector<Tensor> args;
     for (const Value* v : node->inputs) args.push_back(reference.at(v->id));
     std::vector<Tensor> outs = run_op_at(node->kind, args, concrete_attrs(node->attrs, bindings), node->provenance);
-    for (size_t i = 0; i < outs.size(); ++i) reference[node->outputs[i]->id] = std::move(outs[i]);
+    for (size_t i = 0; i < outs.size(); ++i) reference[node->outputs[i]->id] = outs[i].to(Device::ref());
   }
   program.run(device_inputs);  // fixes the shapes run_kernel launches at
   const std::vector<PlannedKernel>& kernels = program.kernels();

@@ -23,6 +23,8 @@ class KernelPrograms {
   explicit KernelPrograms(Backend& backend) : backend_(&backend) {}
   // The program for `source`, compiled on the first request for that text.
   const Program& get(const ProgramSource& source, const CompiledKernelInfo& info);
+  // Compiles every source not compiled yet in one Backend::compile_all call.
+  void compile_all(const std::vector<std::pair<ProgramSource, CompiledKernelInfo>>& kernels);
   const CompiledKernelInfo& info(const Program* program) const { return info_.at(program); }
 
  private:

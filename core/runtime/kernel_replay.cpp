@@ -39,7 +39,7 @@ void replay_on_cpu(const std::vector<PlannedNode>& nodes, std::map<int, Tensor>&
         throw Error("kernel replay: node %" + std::to_string(n.id) + " '" + std::string(op_name(n.kind)) +
                     "' at " + n.provenance.str() + " reads value %" + std::to_string(id) +
                     ", which the kernel neither loads nor computes");
-      args.push_back(it->second.device() == Device::cpu() ? it->second : it->second.to(Device::cpu()));
+      args.push_back(it->second.device() == Device::ref() ? it->second : it->second.to(Device::ref()));
     }
     std::vector<Tensor> outs = run_op_at(n.kind, args, concrete_attrs(n.attrs, bindings), n.provenance);
     for (size_t i = 0; i < outs.size() && i < n.outputs.size(); ++i) values[n.outputs[i]] = std::move(outs[i]);

@@ -98,7 +98,7 @@ std::map<int, Tensor> PlannedProgram::read_values(const std::vector<int>& value_
     std::vector<uint8_t> bytes(bytes_of(v));
     Binding b = where(v);
     if (!bytes.empty()) backend_.download(*b.buffer, bytes.data(), bytes.size(), b.offset);
-    out[info.graph_id] = from_bytes(bytes.data(), info.type.dtype, Dims(dims), Device::cpu());
+    out[info.graph_id] = from_bytes(bytes.data(), info.type.dtype, Dims(dims), Device::ref());
   }
   return out;
 }

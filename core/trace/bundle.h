@@ -56,7 +56,7 @@ struct BundleInput {
 // One launch's generated code.
 struct KernelSource {
   std::string entry = "main";
-  std::string dialect = "glsl";  // "glsl" | "cuda"
+  std::string dialect = "glsl";  // "glsl" | "cuda" | "cpp" | "host" (a cpu host op's description)
   std::string text;
   std::vector<std::vector<int>> line_origins;  // per 0-based line: graph node ids
   std::string spirv;  // disassembly, or PTX for cuda; empty when not recorded

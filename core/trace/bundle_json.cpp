@@ -52,7 +52,12 @@ double error_from(const json& j, const char* key) {
   return it->is_null() ? INFINITY : it->get<double>();
 }
 
-std::string extension(const std::string& dialect) { return dialect == "cuda" ? "cu" : "glsl"; }
+std::string extension(const std::string& dialect) {
+  if (dialect == "cuda") return "cu";
+  if (dialect == "cpp") return "cpp";
+  if (dialect == "host") return "txt";
+  return "glsl";
+}
 
 void write_text(const fs::path& path, const std::string& text) {
   std::ofstream out(path, std::ios::binary);

@@ -75,8 +75,8 @@ Bundle make_program_bundle(const Graph& graph, const PlannedProgram& program,
       const PlannedLaunch& pl = launches[l];
       if (pl.kernel != int(k)) continue;
       KernelSource src;
-      src.dialect = pl.language == "cuda" ? "cuda" : "glsl";
-      src.entry = src.dialect == "cuda" ? kernel::cuda_entry_name() : "main";
+      src.dialect = pl.language;  // "glsl", "cuda", "cpp", or "host" (the cpu backend's host ops)
+      src.entry = src.dialect == "glsl" ? "main" : kernel::cuda_entry_name();
       src.text = pl.source;
       src.line_origins = pl.is_template ? template_origins(pl.source, bk.origins) : pl.line_origins;
       src.groups = pl.groups;

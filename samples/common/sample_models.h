@@ -150,7 +150,7 @@ struct Args {
 inline void print_usage(const char* program, bool with_model) {
   std::fprintf(stderr,
                "usage: %s [--device NAME] [--small] [--reps N]%s\n"
-               "  --device NAME  cpu, vulkan, vulkan:1, cuda:0 (default: the best device)\n"
+               "  --device NAME  cpu, ref, vulkan, vulkan:1, cuda:0 (default: the best device)\n"
                "  --small        tiny sizes (quick check)\n"
                "  --reps N       timed calls after warm-up; the median is printed (default 5)\n",
                program, with_model ? " [--model mlp|cnn|transformer|resnet]" : "");

@@ -18,15 +18,15 @@ int main(int argc, char** argv) {
     std::fprintf(stderr, "kiln-cross-backend: %s\n", e.what());
     return 1;
   }
-  // The cpu reference first: every other row is compared with its eager output.
-  std::vector<Device> devices{Device::cpu()};
+  // The ref interpreter first: every other row is compared with its eager output.
+  std::vector<Device> devices{Device::ref()};
   for (const DeviceEntry& e : entries)
-    if (e.kind != BackendKind::Cpu && e.kind != BackendKind::Null)
+    if (e.kind != BackendKind::Ref && e.kind != BackendKind::Null)
       devices.emplace_back(e.kind, e.index);
 
   std::vector<float> reference;
   try {
-    reference = run_named(args.model, Device::cpu(), args.small, 1).result.eager;
+    reference = run_named(args.model, Device::ref(), args.small, 1).result.eager;
   } catch (const Error& e) {
     std::fprintf(stderr, "kiln-cross-backend: cpu reference failed: %s\n", e.what());
     return 1;

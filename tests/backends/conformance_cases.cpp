@@ -6,9 +6,9 @@ namespace kiln::conformance {
 namespace {
 
 Tensor rnd(const Dims& shape, uint64_t seed, DType dtype = DType::F32) {
-  return randn(shape, Device::cpu(), seed).to(dtype);
+  return randn(shape, Device::ref(), seed).to(dtype);
 }
-Tensor positive(const Dims& shape, uint64_t seed) { return rand(shape, Device::cpu(), seed) + 0.1; }
+Tensor positive(const Dims& shape, uint64_t seed) { return rand(shape, Device::ref(), seed) + 0.1; }
 Tensor ints(const Dims& shape, uint64_t seed, DType dtype = DType::I32) {
   return cast(floor(rnd(shape, seed) * 5.0), dtype);
 }
@@ -161,11 +161,11 @@ std::vector<OpCase> op_cases() {
                [](auto& x) { return concat(x, 1); }});
   c.push_back({"split", [] { return std::vector<Tensor>{rnd({7, 4}, 58)}; },
                [](auto& x) { return split(x[0], 3, 0).at(2); }});
-  c.push_back({"gather", [] { return std::vector<Tensor>{rnd({4, 5}, 59), cast(floor(rand({4, 3}, Device::cpu(), 60) * 5.0), DType::I64)}; },
+  c.push_back({"gather", [] { return std::vector<Tensor>{rnd({4, 5}, 59), cast(floor(rand({4, 3}, Device::ref(), 60) * 5.0), DType::I64)}; },
                [](auto& x) { return gather(x[0], 1, x[1]); }});
-  c.push_back({"index_select", [] { return std::vector<Tensor>{rnd({6, 5}, 61), from_vector<int64_t>({5, 0, -1, 2}, {2, 2})}; },
+  c.push_back({"index_select", [] { return std::vector<Tensor>{rnd({6, 5}, 61), from_vector<int64_t>({5, 0, -1, 2}, {2, 2}, Device::ref())}; },
                [](auto& x) { return index_select(x[0], 0, x[1]); }});
-  c.push_back({"embedding", [] { return std::vector<Tensor>{from_vector<int32_t>({1, 3, 3}, {3}), rnd({4, 6}, 62)}; },
+  c.push_back({"embedding", [] { return std::vector<Tensor>{from_vector<int32_t>({1, 3, 3}, {3}, Device::ref()), rnd({4, 6}, 62)}; },
                [](auto& x) { return embedding(x[0], x[1]); }});
   c.push_back({"expand", [] { return std::vector<Tensor>{rnd({3, 1}, 63)}; },
                [](auto& x) { return expand(x[0], {2, 3, 4}); }});

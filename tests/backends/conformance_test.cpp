@@ -57,7 +57,7 @@ std::vector<DeviceUnderTest> devices_under_test() {
   int cuda_devices = 0;
   for (const DeviceEntry& e : available_devices()) {
     if (e.kind == BackendKind::Cuda) cuda_devices = std::max(cuda_devices, e.index + 1);
-    if (e.kind != BackendKind::Cpu)
+    if (e.kind != BackendKind::Ref)
       out.push_back({std::string(backend_kind_name(e.kind)) + std::to_string(e.index), e.kind, e.index});
   }
   // The emulator takes the first CUDA index no real GPU holds.

@@ -3,7 +3,7 @@
 
 #include <set>
 
-#include "backends/cpu/cpu_kernel.h"
+#include "backends/ref/ref_kernel.h"
 #include "core/ir/op.h"
 #include "core/support/error.h"
 
@@ -23,7 +23,7 @@ TEST(OpTable, EveryOpIsDefinedOnceWithAUniqueName) {
 
 TEST(OpTable, EveryOpHasACpuReferenceKernel) {
   for (size_t i = 0; i < kOpCount; ++i)
-    EXPECT_NE(cpu::kernels().get(OpKind(i)), nullptr) << op_name(OpKind(i));
+    EXPECT_NE(reference::kernels().get(OpKind(i)), nullptr) << op_name(OpKind(i));
 }
 
 TEST(OpTable, AttributesAreCompletedAndChecked) {

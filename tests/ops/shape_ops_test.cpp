@@ -4,7 +4,7 @@
 #include <algorithm>
 #include <limits>
 
-#include "backends/cpu/cpu_kernel.h"
+#include "backends/ref/ref_kernel.h"
 #include "core/frontend/dispatch.h"
 #include "core/frontend/tracer.h"
 #include "ops/op_test_util.h"
@@ -108,9 +108,9 @@ TEST(Reshape, KernelCopiesBytesForGraphExecution) {
   // Eager reshape shares the buffer; graph executors call the kernel, which must copy.
   std::vector<int32_t> in = {1, 2, 3, 4, 5, 6}, out(6, 0);
   AttrMap attrs = complete_attrs(OpKind::Reshape, {{"shape", Ints{3, 2}}}, {});
-  cpu::KernelContext ctx{OpKind::Reshape, attrs, {{DType::I32, {2, 3}, in.data()}},
+  reference::KernelContext ctx{OpKind::Reshape, attrs, {{DType::I32, {2, 3}, in.data()}},
                          {{DType::I32, {3, 2}, out.data()}}};
-  cpu::kernels().get(OpKind::Reshape)(ctx);
+  reference::kernels().get(OpKind::Reshape)(ctx);
   EXPECT_EQ(out, in);
 }
 

@@ -354,10 +354,10 @@ TEST(Accuracy, PerturbedCompiledKernelIsNamedWithItsLinesAndLaterKernelsStayClea
     if (&k != &bad) EXPECT_TRUE(k.within_tolerance) << k.name << " " << k.worst;
 }
 
-TEST(Accuracy, PerKernelOnCpuPointsAtThePerNodeCheck) {
+TEST(Accuracy, PerKernelOnTheInterpreterPointsAtThePerNodeCheck) {
   SmallModel m;
   std::string msg = error_of([&] {
-    check_kernel_accuracy(m.tracer.graph(), {randn({4, 8}), randn({8, 3})}, Device::cpu(), 1e-5, 1e-6);
+    check_kernel_accuracy(m.tracer.graph(), {randn({4, 8}), randn({8, 3})}, Device::ref(), 1e-5, 1e-6);
   });
   EXPECT_NE(msg.find("use check_accuracy"), std::string::npos) << msg;
 }

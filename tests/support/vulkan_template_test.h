@@ -28,7 +28,7 @@ class VulkanTemplateTest : public Base {
     std::string why;
     if (enumerate_vulkan_devices(&why).empty()) GTEST_SKIP() << "no Vulkan device: " << why;
     vk_ = &dynamic_cast<vulkan::VulkanBackend&>(backend_for(BackendKind::Vulkan, 0));
-    cpu_ = &backend_for(BackendKind::Cpu, 0);
+    cpu_ = &backend_for(BackendKind::Ref, 0);
     vulkan::clear_validation_messages();
   }
   void TearDown() override {

@@ -186,11 +186,12 @@ TEST(ProgramBundle, RoundTripsThroughBundleJson) {
 
 Tensor chain(const Tensor& x, const Tensor& w) { return relu(matmul(x * 0.5 + 1.0, w)) * 2.0; }
 
-TEST(ProgramBundle, CompileDebugDirWritesWhatRanOnVulkanAndPerNodeOnCpu) {
-  for (bool gpu : {true, false}) {
-    std::optional<Device> device = gpu ? vulkan_device() : std::optional<Device>(Device::cpu());
+TEST(ProgramBundle, CompileDebugDirWritesWhatRanOnVulkanAndCpuAndPerNodeOnRef) {
+  for (std::string name : {"vulkan", "cpu", "ref"}) {
+    std::optional<Device> device = name == "vulkan" ? vulkan_device() : std::optional<Device>(Device::parse(name));
     if (!device) continue;
-    fs::path dir = fresh_dir(gpu ? "compile_vk" : "compile_cpu");
+    const bool gpu = name != "ref";  // a program of generated kernels
+    fs::path dir = fresh_dir("compile_" + name);
     auto f = compile(chain, {.debug_dir = dir.string()});
     Tensor x = randn({4, 8}, *device, 1), w = randn({8, 3}, *device, 2);
     f(x, w);

@@ -26,16 +26,18 @@ void check_show(Device device) {
   trace::Bundle b = fast.bundle();
   EXPECT_EQ(b.name, "block");
   EXPECT_EQ(b.device, device.name());
-  // cpu interprets: one kernel per computing node; vulkan: the program's fused kernels.
+  // ref interprets: one kernel per computing node; cpu and vulkan: the program's fused kernels.
   int64_t computing = 0;
   for (const trace::BundleNode& n : b.nodes) computing += n.op != "constant";
   EXPECT_EQ(int64_t(b.kernels.size()),
-            device == Device::cpu() ? computing : fast.stats().program.kernels);
+            device == Device::ref() ? computing : fast.stats().program.kernels);
   EXPECT_FALSE(b.passes.empty());
   EXPECT_EQ(debug::show(fast, {.headless = true, .frames = 3}), 0);
 }
 
-TEST(DebugShow, ShowsTheCompiledFunctionOnCpu) { check_show(Device::cpu()); }
+TEST(DebugShow, ShowsTheInterpretedFunctionOnRef) { check_show(Device::ref()); }
+
+TEST(DebugShow, ShowsTheCompiledProgramOnCpu) { check_show(Device::cpu()); }
 
 TEST(DebugShow, ShowsTheCompiledProgramOnVulkan) {
   Device vulkan;

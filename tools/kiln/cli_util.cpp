@@ -11,9 +11,9 @@ namespace kiln::cli {
 
 std::vector<Device> parse_backends(const std::string& text) {
   if (text != "all") return {Device::parse(text)};
-  std::vector<Device> out = {Device::cpu()};
+  std::vector<Device> out = {Device::ref()};
   for (const DeviceEntry& e : available_devices())
-    if (e.kind != BackendKind::Cpu && e.kind != BackendKind::Null) out.emplace_back(e.kind, e.index);
+    if (e.kind != BackendKind::Ref && e.kind != BackendKind::Null) out.emplace_back(e.kind, e.index);
   return out;
 }
 

@@ -18,8 +18,8 @@ int cmd_devices(const std::vector<std::string>& args) {
   for (const DeviceEntry& d : devices) {
     const DeviceCaps& c = d.caps;
     std::printf("%s:%d  %s%s\n", backend_kind_name(d.kind), d.index, d.name.c_str(),
-                c.is_cpu && d.kind != BackendKind::Cpu ? "  (software)" : "");
-    if (d.kind == BackendKind::Cpu || d.kind == BackendKind::Null) continue;
+                c.is_cpu && d.kind == BackendKind::Vulkan ? "  (software)" : "");
+    if (d.kind == BackendKind::Cpu || d.kind == BackendKind::Ref || d.kind == BackendKind::Null) continue;
     std::printf("    f16 %s, f64 %s, int64 %s, subgroup %u, shared memory %zu KiB, memory %.1f GiB\n",
                 c.f16 ? "yes" : "no", c.f64 ? "yes" : "no", c.int64 ? "yes" : "no", c.subgroup_size,
                 c.shared_memory_bytes / 1024, double(c.memory_bytes) / (1 << 30));

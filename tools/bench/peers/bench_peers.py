@@ -15,6 +15,7 @@ for the others; inputs and reference outputs come from MODELS_DIR/<name>/test_da
 import argparse
 import glob
 import json
+import math
 import os
 import statistics
 import subprocess
@@ -167,7 +168,8 @@ def iree_runner(model_path, inputs, threads, target, work):
 
 def report(paths):
     """A markdown table from JSON-line files: one row per model, ms per runtime, and each
-    runtime's time over kiln's compiled Vulkan time (above 1: kiln is faster)."""
+    runtime's time over kiln's compiled cpu time (above 1: kiln is faster), and a last row with the
+    geometric mean of each column's ratios over the models both ran."""
     rows = {}
     for path in paths:
         with open(path) as f:
@@ -184,8 +186,9 @@ def report(paths):
                 peers.append(p)
     print("| model | " + " | ".join(peers) + " |")
     print("|---|" + "---|" * len(peers))
+    ratios = {p: [] for p in peers}
     for model, r in rows.items():
-        base = r.get("kiln-vulkan", {}).get("ms")
+        base = r.get("kiln-cpu", {}).get("ms")
         cells = []
         for p in peers:
             cell = r.get(p)
@@ -195,10 +198,14 @@ def report(paths):
                 cells.append("failed: " + cell["error"].replace("|", "/")[:80])
             else:
                 text = f"{cell['ms']:.2f} ms"
-                if base and p != "kiln-vulkan":
+                if base and p != "kiln-cpu":
                     text += f" ({cell['ms'] / base:.2f}x)"
+                    ratios[p].append(cell["ms"] / base)
                 cells.append(text)
         print(f"| {model} | " + " | ".join(cells) + " |")
+    geomean = [f"{math.exp(sum(map(math.log, ratios[p])) / len(ratios[p])):.2f}x" if ratios[p] else "-"
+               for p in peers]
+    print("| geomean vs kiln-cpu | " + " | ".join(geomean) + " |")
 
 
 def main():

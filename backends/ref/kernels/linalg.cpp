@@ -3,11 +3,11 @@
 #include <array>
 #include <type_traits>
 
-#include "backends/cpu/cpu_kernel.h"
-#include "backends/cpu/kernels/gemm_kernel.h"
+#include "backends/ref/ref_kernel.h"
+#include "backends/ref/kernels/gemm_kernel.h"
 #include "core/support/error.h"
 
-namespace kiln::cpu {
+namespace kiln::reference {
 namespace {
 
 // A batch of same-sized products described by element offsets, so one description serves every
@@ -150,4 +150,4 @@ void register_linalg(KernelTable& t) {
   t.set(OpKind::Linear, linear_kernel);
 }
 
-}  // namespace kiln::cpu
+}  // namespace kiln::reference

@@ -7,13 +7,13 @@
 #include <limits>
 #include <type_traits>
 
-#include "backends/cpu/cpu_kernel.h"
-#include "backends/cpu/kernels/conv_gemm.h"
-#include "backends/cpu/kernels/gemm_kernel.h"
-#include "backends/cpu/parallel.h"
+#include "backends/ref/ref_kernel.h"
+#include "backends/ref/kernels/conv_gemm.h"
+#include "backends/ref/kernels/gemm_kernel.h"
+#include "backends/ref/parallel.h"
 #include "core/support/error.h"
 
-namespace kiln::cpu {
+namespace kiln::reference {
 namespace {
 
 // Input, output and window geometry, always 2-d: a 1-d op has h = oh = kh = 1.
@@ -388,4 +388,4 @@ void register_conv(KernelTable& t) {
   t.set(OpKind::GlobalAvgPool, global_avg_pool_kernel);
 }
 
-}  // namespace kiln::cpu
+}  // namespace kiln::reference

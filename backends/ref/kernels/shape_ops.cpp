@@ -7,11 +7,11 @@
 #include <optional>
 #include <string>
 
-#include "backends/cpu/cpu_kernel.h"
-#include "backends/cpu/parallel.h"
+#include "backends/ref/ref_kernel.h"
+#include "backends/ref/parallel.h"
 #include "core/support/error.h"
 
-namespace kiln::cpu {
+namespace kiln::reference {
 namespace {
 
 constexpr int64_t kGrainBytes = 1 << 16;
@@ -427,4 +427,4 @@ void register_shape(KernelTable& t) {
   t.set(OpKind::Tile, tile_kernel);
 }
 
-}  // namespace kiln::cpu
+}  // namespace kiln::reference

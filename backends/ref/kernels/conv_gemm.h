@@ -14,7 +14,7 @@
 #include <cstring>
 #include <vector>
 
-namespace kiln::cpu::conv_gemm {
+namespace kiln::reference::conv_gemm {
 
 inline constexpr int64_t kRows = 6, kCols = 16, kDepth = 256;
 
@@ -121,4 +121,4 @@ __attribute__((target("avx2,fma"))) inline void gemm_accumulate(int64_t m, int64
 }
 #endif
 
-}  // namespace kiln::cpu::conv_gemm
+}  // namespace kiln::reference::conv_gemm

@@ -6,11 +6,11 @@
 #include <limits>
 #include <type_traits>
 
-#include "backends/cpu/cpu_kernel.h"
-#include "backends/cpu/parallel.h"
+#include "backends/ref/ref_kernel.h"
+#include "backends/ref/parallel.h"
 #include "core/support/error.h"
 
-namespace kiln::cpu {
+namespace kiln::reference {
 namespace {
 
 constexpr int64_t kGrain = 1 << 14;
@@ -290,4 +290,4 @@ void register_pointwise(KernelTable& t) {
   t.set(OpKind::Where, where_kernel);
 }
 
-}  // namespace kiln::cpu
+}  // namespace kiln::reference

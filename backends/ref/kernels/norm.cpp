@@ -4,11 +4,11 @@
 #include <cmath>
 #include <type_traits>
 
-#include "backends/cpu/cpu_kernel.h"
-#include "backends/cpu/parallel.h"
+#include "backends/ref/ref_kernel.h"
+#include "backends/ref/parallel.h"
 #include "core/support/error.h"
 
-namespace kiln::cpu {
+namespace kiln::reference {
 namespace {
 
 constexpr int64_t kGrain = 1 << 14;  // elements per parallel chunk, at least
@@ -147,4 +147,4 @@ void register_norm(KernelTable& t) {
   t.set(OpKind::GroupNorm, group_norm_kernel);
 }
 
-}  // namespace kiln::cpu
+}  // namespace kiln::reference

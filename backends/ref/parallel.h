@@ -4,11 +4,11 @@
 #include <cstdint>
 #include <functional>
 
-namespace kiln::cpu {
+namespace kiln::reference {
 
 // Calls fn(begin, end) on disjoint ranges covering [0, n); runs inline when n < grain.
 // fn must not throw; report errors through shared state and throw after.
 void parallel_for(int64_t n, int64_t grain, const std::function<void(int64_t, int64_t)>& fn);
 int num_threads();
 
-}  // namespace kiln::cpu
+}  // namespace kiln::reference

@@ -5,9 +5,9 @@
 #include <cstdint>
 #include <vector>
 
-#include "backends/cpu/parallel.h"
+#include "backends/ref/parallel.h"
 
-namespace kiln::cpu {
+namespace kiln::reference {
 
 // A strided matrix operand: element (r, c) lives at data[r * row_stride + c * col_stride], so a
 // transposed operand is the same data with its strides swapped; packing absorbs the difference.
@@ -261,4 +261,4 @@ void gemm_integer(const std::vector<GemmProblem<T>>& problems, int64_t m, int64_
   });
 }
 
-}  // namespace kiln::cpu
+}  // namespace kiln::reference

@@ -9,7 +9,7 @@
 #include "core/ir/host_tensor.h"
 #include "core/ir/op.h"
 
-namespace kiln::cpu {
+namespace kiln::reference {
 
 struct KernelContext {
   OpKind kind;
@@ -53,4 +53,4 @@ class BroadcastIndex {
   int64_t offset_ = 0;
 };
 
-}  // namespace kiln::cpu
+}  // namespace kiln::reference

@@ -1,5 +1,5 @@
 // A minimal thread pool: workers wait for a job, each takes chunks until none remain.
-#include "backends/cpu/parallel.h"
+#include "backends/ref/parallel.h"
 
 #include <algorithm>
 #include <atomic>
@@ -9,7 +9,7 @@
 #include <thread>
 #include <vector>
 
-namespace kiln::cpu {
+namespace kiln::reference {
 namespace {
 
 class Pool {
@@ -112,4 +112,4 @@ void parallel_for(int64_t n, int64_t grain, const std::function<void(int64_t, in
   });
 }
 
-}  // namespace kiln::cpu
+}  // namespace kiln::reference

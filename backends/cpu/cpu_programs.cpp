@@ -1,0 +1,137 @@
+// Generated kernels in batched translation units, host ops, and the cpu stream.
+#include "backends/cpu/cpu_programs.h"
+
+#include <algorithm>
+#include <chrono>
+#include <utility>
+
+#include "backends/ref/host_memory.h"
+#include "backends/ref/parallel.h"
+#include "backends/ref/ref_kernel.h"
+#include "core/kernel/emit.h"
+#include "core/support/error.h"
+
+namespace kiln::cpu {
+
+GeneratedProgram::GeneratedProgram(KernelBatcher& batcher, std::string name, std::string source)
+    : batcher_(batcher), name_(std::move(name)), source_(std::move(source)) {
+  batcher_.add(this);
+}
+
+GeneratedProgram::~GeneratedProgram() {
+  if (!fn_) batcher_.remove(this);
+}
+
+KernelFn GeneratedProgram::function() const {
+  if (!fn_) batcher_.flush();
+  return fn_;
+}
+
+void GeneratedProgram::set_function(std::shared_ptr<SharedLibrary> library, KernelFn fn) {
+  library_ = std::move(library);
+  fn_ = fn;
+}
+
+void KernelBatcher::add(GeneratedProgram* program) {
+  std::lock_guard lock(mutex_);
+  pending_.push_back(program);
+}
+
+void KernelBatcher::remove(GeneratedProgram* program) {
+  std::lock_guard lock(mutex_);
+  pending_.erase(std::remove(pending_.begin(), pending_.end(), program), pending_.end());
+}
+
+// Each kernel goes into a namespace of its own (its prelude and `kiln_kernel` are static), with an
+// extern "C" trampoline the loader finds by index. The units split the kernels evenly, one per
+// core, at least 8 kernels each: compile time is mostly per unit below that.
+void KernelBatcher::flush() {
+  std::lock_guard lock(mutex_);
+  if (pending_.empty()) return;
+  const size_t per_unit = std::max<size_t>(8, (pending_.size() + size_t(reference::num_threads()) - 1) /
+                                                  size_t(reference::num_threads()));
+  std::vector<std::string> units, names;
+  std::vector<std::vector<GeneratedProgram*>> members;
+  for (size_t first = 0; first < pending_.size(); first += per_unit) {
+    std::string text = "#include <cmath>\n#include <cstdint>\n#include <cstring>\n";
+    members.emplace_back();
+    for (size_t i = first; i < std::min(pending_.size(), first + per_unit); ++i) {
+      const std::string n = std::to_string(i - first);
+      text += "namespace kiln_k" + n + " {\n" + pending_[i]->source() + "\n}  // namespace kiln_k" + n + "\n";
+      text += "extern \"C\" void kiln_entry_" + n + "(void* const* b, const int* p, long s, long e) { kiln_k" + n +
+              "::" + kernel::cuda_entry_name() + "(b, p, s, e); }\n";
+      members.back().push_back(pending_[i]);
+    }
+    units.push_back(std::move(text));
+    names.push_back(members.back().front()->name() + (members.back().size() > 1 ? " (+" + std::to_string(members.back().size() - 1) + " more)" : ""));
+  }
+  std::vector<std::shared_ptr<SharedLibrary>> libraries = HostCompiler::instance().build(units, names);
+  for (size_t u = 0; u < units.size(); ++u)
+    for (size_t i = 0; i < members[u].size(); ++i)
+      members[u][i]->set_function(
+          libraries[u], reinterpret_cast<KernelFn>(libraries[u]->symbol("kiln_entry_" + std::to_string(i))));
+  pending_.clear();
+}
+
+std::string HostOp::text() const {
+  auto types = [](const std::vector<DType>& t, const std::vector<std::vector<int64_t>>& d) {
+    std::string out;
+    for (size_t i = 0; i < t.size(); ++i) {
+      out += std::string(i ? ", " : "") + std::string(dtype_name(t[i])) + "[";
+      for (size_t j = 0; j < d[i].size(); ++j) out += (j ? "," : "") + std::to_string(d[i][j]);
+      out += "]";
+    }
+    return out;
+  };
+  return std::string(op_name(kind)) + " " + types(input_types, input_dims) + " -> " + types(output_types, output_dims);
+}
+
+void CpuStream::begin_recording() {
+  recording_ = true;
+  recorded_.clear();
+}
+
+void CpuStream::launch(const Launch& launch) {
+  if (recording_) recorded_.push_back(launch);
+  else run(launch);
+}
+
+void CpuStream::replay() {
+  for (const Launch& l : recorded_) run(l);
+}
+
+std::vector<KernelTiming> CpuStream::timings() { return std::exchange(timings_, {}); }
+
+void CpuStream::run(const Launch& launch) {
+  std::vector<void*> pointers;
+  pointers.reserve(launch.buffers.size());
+  for (size_t i = 0; i < launch.buffers.size(); ++i)
+    pointers.push_back(static_cast<char*>(reference::host_data(*launch.buffers[i])) +
+                       (launch.offsets.empty() ? 0 : launch.offsets[i]));
+  auto start = std::chrono::steady_clock::now();
+  std::string name;
+  if (auto* generated = dynamic_cast<const GeneratedProgram*>(launch.program)) {
+    KernelFn fn = generated->function();
+    const int* params = reinterpret_cast<const int*>(launch.push_constants.data());
+    const int64_t n = int64_t(launch.groups[0]) * launch.groups[1] * launch.groups[2];
+    // Chunks of at least 16K elements: below that a wake-up of the pool costs more than it saves.
+    reference::parallel_for(n, 1 << 14, [&](int64_t b, int64_t e) { fn(pointers.data(), params, long(b), long(e)); });
+    if (timing_) name = generated->name();
+  } else if (auto* host = dynamic_cast<const HostOpProgram*>(launch.program)) {
+    const HostOp& op = host->op();
+    reference::KernelContext ctx{op.kind, op.attrs, {}, {}};
+    size_t slot = 0;
+    for (size_t i = 0; i < op.input_types.size(); ++i)
+      ctx.inputs.push_back({op.input_types[i], op.input_dims[i], pointers.at(slot++)});
+    for (size_t i = 0; i < op.output_types.size(); ++i)
+      ctx.outputs.push_back({op.output_types[i], op.output_dims[i], pointers.at(slot++)});
+    reference::kernels().get(op.kind)(ctx);
+    if (timing_) name = "ref_" + std::string(op_name(op.kind));
+  } else {
+    throw Error("cpu: a launch needs a program compiled by the cpu backend");
+  }
+  if (timing_)
+    timings_.push_back({name, std::chrono::duration<double, std::micro>(std::chrono::steady_clock::now() - start).count()});
+}
+
+}  // namespace kiln::cpu

@@ -1,0 +1,90 @@
+// The cpu backend's programs: generated C++ kernels (compiled in batches into shared objects) and
+// host ops (a matmul or conv run by its reference kernel inside a compiled program), and the
+// stream that runs them on the thread pool.
+#pragma once
+
+#include <memory>
+#include <mutex>
+#include <string>
+#include <vector>
+
+#include "backends/backend.h"
+#include "backends/cpu/host_compiler.h"
+
+namespace kiln::cpu {
+
+// The trampoline every generated kernel is called through: its buffers, its int params and the
+// range [begin, end) of its iteration space this call computes.
+using KernelFn = void (*)(void* const* buffers, const int* params, long begin, long end);
+
+class KernelBatcher;
+
+class GeneratedProgram : public Program {
+ public:
+  GeneratedProgram(KernelBatcher& batcher, std::string name, std::string source);
+  ~GeneratedProgram() override;
+  const std::string& name() const { return name_; }
+  const std::string& source() const { return source_; }
+  // The compiled function; compiles every pending kernel of the backend first if needed.
+  KernelFn function() const;
+  void set_function(std::shared_ptr<SharedLibrary> library, KernelFn fn);
+
+ private:
+  KernelBatcher& batcher_;
+  std::string name_, source_;
+  std::shared_ptr<SharedLibrary> library_;
+  KernelFn fn_ = nullptr;
+};
+
+// Kernels waiting for the compiler, built together as a few translation units (one per core).
+class KernelBatcher {
+ public:
+  void add(GeneratedProgram* program);
+  void remove(GeneratedProgram* program);
+  void flush();  // compiles every pending kernel; throws kiln::Error with the compiler's output
+
+ private:
+  std::mutex mutex_;
+  std::vector<GeneratedProgram*> pending_;
+};
+
+// An op run by its reference kernel, with the shapes planned for it.
+struct HostOp {
+  OpKind kind = OpKind::MatMul;
+  AttrMap attrs;
+  std::vector<DType> input_types, output_types;
+  std::vector<std::vector<int64_t>> input_dims, output_dims;
+  bool operator==(const HostOp&) const = default;
+  std::string text() const;  // "matmul f32[64,128] f32[128,10] -> f32[64,10]"
+};
+
+class HostOpProgram : public Program {
+ public:
+  explicit HostOpProgram(HostOp op) : op_(std::move(op)) {}
+  const HostOp& op() const { return op_; }
+
+ private:
+  HostOp op_;
+};
+
+// Launches run at once, on the calling thread and the pool; a recording keeps the launches to
+// run again (a CUDA graph's replay, minus the driver).
+class CpuStream : public Stream {
+ public:
+  void launch(const Launch& launch) override;
+  void begin_recording() override;
+  void end_recording() override { recording_ = false; }
+  void replay() override;
+  void sync() override {}
+  std::vector<KernelTiming> timings() override;
+  void set_timing(bool on) override { timing_ = on; }
+
+ private:
+  void run(const Launch& launch);
+
+  bool recording_ = false, timing_ = false;
+  std::vector<Launch> recorded_;
+  std::vector<KernelTiming> timings_;
+};
+
+}  // namespace kiln::cpu

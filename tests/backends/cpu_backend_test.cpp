@@ -1,0 +1,136 @@
+// The cpu backend: compiled programs run as generated C++ built by the host compiler, checked
+// against the ref interpreter; matmul and conv run as host ops inside them; the disk cache serves
+// a second compile without running the compiler; eager ops never compile anything. (The
+// conformance suite runs every op case and fusion program on cpu as on every other device.)
+#include <gtest/gtest.h>
+
+#include <cstdlib>
+#include <filesystem>
+#include <string>
+#include <vector>
+
+#include <kiln/kiln.h>
+
+#include "backends/cpu/host_compiler.h"
+#include "core/kernel/emit.h"
+#include "core/kernel/lower.h"
+#include "core/trace/bundle.h"
+
+namespace kiln {
+namespace {
+
+::testing::AssertionResult close(const Tensor& actual, const Tensor& expected, double tol) {
+  if (actual.type().str() != expected.type().str())
+    return ::testing::AssertionFailure() << "type " << actual.type().str() << " vs " << expected.type().str();
+  std::vector<double> a = actual.to(Device::ref()).to_vector<double>(), e = expected.to_vector<double>();
+  for (size_t i = 0; i < a.size(); ++i)
+    if (!(std::abs(a[i] - e[i]) <= tol * (1 + std::abs(e[i]))))
+      return ::testing::AssertionFailure() << "element " << i << ": " << a[i] << " vs " << e[i];
+  return ::testing::AssertionSuccess();
+}
+
+Tensor gelu_block(const Tensor& x, const Tensor& w, const Tensor& b) {
+  Tensor h = gelu(matmul(x, w) + b);
+  return softmax(h * 0.5 - tanh(h), -1);
+}
+
+TEST(CpuBackend, IsTheBestDeviceWithoutAGpuAndGeneratesCpp) {
+  bool gpu = false;
+  for (const DeviceEntry& e : available_devices())
+    gpu = gpu || e.kind == BackendKind::Cuda || (e.kind == BackendKind::Vulkan && !e.caps.is_cpu);
+  if (!gpu && !std::getenv("KILN_DEVICE")) {
+    EXPECT_EQ(Device::best(), Device::cpu());
+  }
+  ASSERT_TRUE(cpu::HostCompiler::instance().available()) << cpu::HostCompiler::instance().why_not();
+  auto target = Device::cpu().backend().codegen();
+  ASSERT_TRUE(target.has_value());
+  EXPECT_EQ(target->dialect, kernel::Dialect::Cpp);
+  EXPECT_FALSE(Device::ref().backend().codegen().has_value()) << "ref is the interpreter";
+}
+
+TEST(CpuBackend, EmitsALoopOverARangeTaggedWithItsOrigins) {
+  kernel::LoweredOp op = kernel::lower_op(OpKind::Add, {}, {{DType::F32, {3, 4}}, {DType::F32, {4}}},
+                                          {{DType::F32, {3, 4}}}, 7);
+  kernel::EmitOptions o;
+  o.dialect = kernel::Dialect::Cpp;
+  o.describe_origin = [](int id) { return "%" + std::to_string(id) + " add @ net.cpp:3"; };
+  kernel::EmittedKernel k = kernel::emit(op.steps.at(0).kernel.kernel, o);
+  EXPECT_NE(k.source.find("void kiln_kernel(void* const* buffers, const int* params, long begin, long end)"),
+            std::string::npos)
+      << k.source;
+  // Row by row: the innermost dim is a counted loop the compiler can vectorize.
+  EXPECT_NE(k.source.find("while (next < int(end))"), std::string::npos) << k.source;
+  EXPECT_NE(k.source.find("for (int c1 = first; c1 < stop; ++c1)"), std::string::npos) << k.source;
+  size_t modulos = 0;
+  for (size_t at = k.source.find(" % ", k.source.find("void kiln_kernel")); at != std::string::npos; at = k.source.find(" % ", at + 1)) ++modulos;
+  EXPECT_EQ(modulos, 1u) << "one modulo, before the loop:\n" << k.source;
+  EXPECT_NE(k.source.find("%7 add @ net.cpp:3"), std::string::npos) << k.source;
+  EXPECT_EQ(k.workgroup_size, 1);
+  ASSERT_EQ(k.line_origins.size(), size_t(std::count(k.source.begin(), k.source.end(), '\n')));
+}
+
+TEST(CpuBackend, CompiledProgramMatchesTheReferenceInterpreter) {
+  Tensor x = randn({8, 16}, Device::ref(), 1), w = randn({16, 32}, Device::ref(), 2), b = randn({32}, Device::ref(), 3);
+  Tensor expected = gelu_block(x, w, b);
+  auto compiled = compile(gelu_block, CompileOptions{.name = "gelu_block"});
+  Tensor got = compiled(x.to(Device::cpu()), w.to(Device::cpu()), b.to(Device::cpu()));
+  EXPECT_EQ(got.device(), Device::cpu());
+  // Fused kernels compute in a different order than the reference's one op at a time.
+  EXPECT_TRUE(close(got, expected, 1e-5));
+  const trace::Bundle bundle = compiled.bundle();
+  ASSERT_FALSE(bundle.kernels.empty());
+  bool host_matmul = false, cpp = false;
+  for (const trace::BundleKernel& k : bundle.kernels)
+    for (const trace::KernelSource& s : k.sources) {
+      host_matmul = host_matmul || (s.program == "ref_matmul" && s.dialect == "host");
+      cpp = cpp || s.dialect == "cpp";
+    }
+  EXPECT_TRUE(host_matmul) << "matmul runs as a host op (its reference kernel)";
+  EXPECT_TRUE(cpp) << "the fused epilogue is generated C++";
+  // The fused pointwise chain is fewer kernels than ops.
+  EXPECT_LT(compiled.stats().program.kernels, compiled.stats().program.nodes);
+}
+
+TEST(CpuBackend, ReduceOverheadReplaysAndNewSizesRecompile) {
+  auto fn = [](const Tensor& x) { return sum(exp(x) * x, {1}); };
+  auto compiled = compile(fn, CompileOptions{.mode = Mode::ReduceOverhead, .name = "sum_exp"});
+  for (int64_t rows : {3, 3, 5}) {
+    Tensor x = randn({rows, 40000}, Device::ref(), uint64_t(rows));
+    EXPECT_TRUE(close(compiled(x.to(Device::cpu())), fn(x), 1e-5)) << rows << " rows";
+  }
+  EXPECT_EQ(compiled.stats().compiles, 2);
+}
+
+TEST(CpuBackend, TheDiskCacheServesASecondCompileWithoutTheCompiler) {
+  namespace fs = std::filesystem;
+  const fs::path dir = fs::temp_directory_path() / ("kiln-cpu-cache-" + std::to_string(::getpid()));
+  const char* old = std::getenv("KILN_CACHE_DIR");
+  const std::string saved = old ? old : "";
+  setenv("KILN_CACHE_DIR", dir.c_str(), 1);
+  auto fn = [](const Tensor& x) { return sigmoid(x) * 3.25 + 0.5; };  // a kernel no other test has
+  Tensor x = randn({64}, Device::cpu(), 4);
+  const cpu::CompileCounts before = cpu::HostCompiler::counts();
+  Tensor first = compile(fn)(x);
+  const cpu::CompileCounts middle = cpu::HostCompiler::counts();
+  Tensor second = compile(fn)(x);  // a new compile: new programs, the same source
+  const cpu::CompileCounts after = cpu::HostCompiler::counts();
+  if (old) setenv("KILN_CACHE_DIR", saved.c_str(), 1);
+  else unsetenv("KILN_CACHE_DIR");
+  fs::remove_all(dir);
+  EXPECT_EQ(middle.compiled - before.compiled, 1);
+  EXPECT_EQ(after.compiled, middle.compiled) << "the second compile ran the compiler";
+  EXPECT_EQ(after.loaded - middle.loaded, 1);
+  EXPECT_TRUE(close(second, first.to(Device::ref()), 0));
+}
+
+TEST(CpuBackend, EagerOpsNeverRunTheCompiler) {
+  const cpu::CompileCounts before = cpu::HostCompiler::counts();
+  Tensor x = randn({32, 32}, Device::cpu(), 5);
+  Tensor y = softmax(matmul(x, x) + 1.0, -1);
+  EXPECT_TRUE(close(y, softmax(matmul(x.to(Device::ref()), x.to(Device::ref())) + 1.0, -1), 0));
+  EXPECT_EQ(cpu::HostCompiler::counts().compiled, before.compiled);
+  EXPECT_EQ(cpu::HostCompiler::counts().loaded, before.loaded);
+}
+
+}  // namespace
+}  // namespace kiln
