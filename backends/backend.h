@@ -143,7 +143,8 @@ class Backend {
   virtual void synchronize() {}
 
   // Optional: a tuned template for this op (shapes from `run`; buffers may be null), or nothing
-  // when the generic lowering should run. Compiled programs ask this too.
+  // when the generic lowering should run. Compiled programs ask this too; there an input whose
+  // buffer is set is a program constant: its contents never change, so a template may pack it once.
   virtual std::optional<TemplateLaunch> plan_template(const OpRun&) { return std::nullopt; }
 
   // Optional: code generation backends. codegen() says what kernel IR is printed as for compile();

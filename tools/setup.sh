@@ -12,6 +12,7 @@ packages=(
   libglfw3-dev libimgui-dev xvfb xauth
   nlohmann-json3-dev
   libonnx-dev libonnx-testdata libprotobuf-dev protobuf-compiler
+  libdnnl-dev
 )
 for arg in "$@"; do
   case "$arg" in

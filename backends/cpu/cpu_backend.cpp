@@ -1,14 +1,16 @@
 // The cpu backend: the host CPU, with compiled programs as generated C++.
-//  - Eager ops run the reference kernels (precompiled, vectorized where it matters, threaded), so
+//  - Eager ops run precompiled kernels (the reference kernels, and oneDNN for matmul and conv), so
 //    no eager op ever waits on a compiler.
 //  - Compiled programs print their kernel IR as C++ (Dialect::Cpp), which the host compiler builds
 //    into shared objects (host_compiler.h), a few translation units per program, cached on disk.
-//  - Matmul, gemm, linear and convolutions run inside compiled programs as host ops: their
-//    reference kernels (blocked and threaded), with the shapes planned once.
+//  - Matmul, gemm, linear and conv run as host ops, eagerly and inside compiled programs: oneDNN
+//    primitives made once per shape (onednn_ops.h), or the reference kernel where oneDNN does not
+//    take the op (other dtypes, gemm's alpha).
 // Without a compiler at run time, compiled programs run on the reference interpreter, and the
 // device's name says why.
 #include <unistd.h>
 
+#include <map>
 #include <mutex>
 
 #include "backends/backend.h"
@@ -25,7 +27,7 @@ namespace {
 
 bool runs_as_host_op(OpKind kind) {
   switch (kind) {
-    case OpKind::MatMul: case OpKind::Gemm: case OpKind::Linear: case OpKind::Conv: case OpKind::ConvTranspose:
+    case OpKind::MatMul: case OpKind::Gemm: case OpKind::Linear: case OpKind::Conv:
       return true;
     default:
       return false;
@@ -60,7 +62,21 @@ class CpuBackend : public Backend {
   void download(const Buffer& src, void* dst, size_t bytes, size_t offset) override {
     reference::host_download(src, dst, bytes, offset);
   }
-  void execute(const OpRun& run) override { reference::run_reference_kernel(run); }
+  // Matmul and conv run their oneDNN primitive, made on the first call of each shape; every other
+  // op its reference kernel.
+  void execute(const OpRun& run) override {
+    if (!runs_as_host_op(run.kind) || !have_onednn()) {
+      reference::run_reference_kernel(run);
+      return;
+    }
+    HostOp op = host_op_of(run);
+    op.constants.assign(op.constants.size(), nullptr);  // eager operands change from call to call
+    const HostOpProgram& program = eager_program(op);
+    std::vector<void*> pointers;
+    for (const BufferView& v : run.inputs) pointers.push_back(reference::host_data(*v.buffer));
+    for (const BufferView& v : run.outputs) pointers.push_back(reference::host_data(*v.buffer));
+    program.run(pointers);
+  }
 
   std::optional<kernel::CodegenTarget> codegen() const override {
     const HostCompiler& compiler = HostCompiler::instance();
@@ -75,17 +91,9 @@ class CpuBackend : public Backend {
   bool has_template(OpKind kind) const override { return runs_as_host_op(kind); }
   std::optional<TemplateLaunch> plan_template(const OpRun& run) override {
     if (!runs_as_host_op(run.kind)) return std::nullopt;
-    HostOp op{run.kind, run.attrs, {}, {}, {}, {}};
-    for (const BufferView& v : run.inputs) {
-      op.input_types.push_back(v.dtype);
-      op.input_dims.push_back(v.dims);
-    }
-    for (const BufferView& v : run.outputs) {
-      op.output_types.push_back(v.dtype);
-      op.output_dims.push_back(v.dims);
-    }
+    const HostOp op = host_op_of(run);
     TemplateLaunch t;
-    t.name = "ref_" + std::string(op_name(run.kind));
+    t.name = "host_" + std::string(op_name(run.kind));
     t.language = "host";
     t.source = "host op #" + std::to_string(host_op_index(op)) + ": " + op.text();
     for (size_t i = 0; i < run.inputs.size() + run.outputs.size(); ++i) t.args.push_back(int(i));
@@ -111,6 +119,28 @@ class CpuBackend : public Backend {
   std::unique_ptr<Stream> create_stream() override { return std::make_unique<CpuStream>(); }
 
  private:
+  static HostOp host_op_of(const OpRun& run) {
+    HostOp op{run.kind, run.attrs, {}, {}, {}, {}, {}};
+    for (const BufferView& v : run.inputs) {
+      op.input_types.push_back(v.dtype);
+      op.input_dims.push_back(v.dims);
+      op.constants.push_back(v.buffer);
+    }
+    for (const BufferView& v : run.outputs) {
+      op.output_types.push_back(v.dtype);
+      op.output_dims.push_back(v.dims);
+    }
+    return op;
+  }
+
+  const HostOpProgram& eager_program(const HostOp& op) {
+    const size_t index = host_op_index(op);
+    std::lock_guard lock(host_ops_mutex_);
+    std::unique_ptr<HostOpProgram>& program = eager_programs_[index];
+    if (!program) program = std::make_unique<HostOpProgram>(host_ops_[index]);
+    return *program;
+  }
+
   // Equal ops share one entry, so a program's text names the same op in every run.
   size_t host_op_index(const HostOp& op) {
     std::lock_guard lock(host_ops_mutex_);
@@ -123,6 +153,7 @@ class CpuBackend : public Backend {
   KernelBatcher batcher_;
   std::mutex host_ops_mutex_;
   std::vector<HostOp> host_ops_;
+  std::map<size_t, std::unique_ptr<HostOpProgram>> eager_programs_;  // by host op index
 };
 
 }  // namespace

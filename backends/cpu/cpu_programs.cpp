@@ -3,6 +3,9 @@
 
 #include <algorithm>
 #include <chrono>
+#include <functional>
+
+#include <omp.h>
 #include <utility>
 
 #include "backends/ref/host_memory.h"
@@ -12,6 +15,23 @@
 #include "core/support/error.h"
 
 namespace kiln::cpu {
+
+// Generated kernels split their range over the OpenMP team oneDNN runs on, so the two never
+// compete for cores (a second pool's threads would wait while OpenMP's spin). Ranges under 16K
+// elements run on the calling thread: below that waking the team costs more than it saves.
+void parallel_range(int64_t n, const std::function<void(int64_t, int64_t)>& fn) {
+  constexpr int64_t kGrain = 1 << 14;
+  const int threads = int(std::min<int64_t>(reference::num_threads(), n / kGrain));
+  if (threads <= 1) {
+    if (n > 0) fn(0, n);
+    return;
+  }
+#pragma omp parallel num_threads(threads)
+  {
+    const int64_t t = omp_get_thread_num(), count = omp_get_num_threads();
+    fn(n * t / count, n * (t + 1) / count);
+  }
+}
 
 GeneratedProgram::GeneratedProgram(KernelBatcher& batcher, std::string name, std::string source)
     : batcher_(batcher), name_(std::move(name)), source_(std::move(source)) {
@@ -86,6 +106,28 @@ std::string HostOp::text() const {
   return std::string(op_name(kind)) + " " + types(input_types, input_dims) + " -> " + types(output_types, output_dims);
 }
 
+HostOpProgram::HostOpProgram(HostOp op) : op_(std::move(op)) {
+  std::vector<BufferView> ins, outs;
+  for (size_t i = 0; i < op_.input_types.size(); ++i)
+    ins.push_back({const_cast<Buffer*>(op_.constants[i]), op_.input_types[i], op_.input_dims[i]});
+  for (size_t i = 0; i < op_.output_types.size(); ++i) outs.push_back({nullptr, op_.output_types[i], op_.output_dims[i]});
+  onednn_ = make_onednn_op(OpRun{op_.kind, op_.attrs, ins, outs});
+}
+
+void HostOpProgram::run(const std::vector<void*>& pointers) const {
+  if (onednn_) {
+    onednn_->run(pointers);
+    return;
+  }
+  reference::KernelContext ctx{op_.kind, op_.attrs, {}, {}};
+  size_t slot = 0;
+  for (size_t i = 0; i < op_.input_types.size(); ++i)
+    ctx.inputs.push_back({op_.input_types[i], op_.input_dims[i], pointers.at(slot++)});
+  for (size_t i = 0; i < op_.output_types.size(); ++i)
+    ctx.outputs.push_back({op_.output_types[i], op_.output_dims[i], pointers.at(slot++)});
+  reference::kernels().get(op_.kind)(ctx);
+}
+
 void CpuStream::begin_recording() {
   recording_ = true;
   recorded_.clear();
@@ -114,19 +156,11 @@ void CpuStream::run(const Launch& launch) {
     KernelFn fn = generated->function();
     const int* params = reinterpret_cast<const int*>(launch.push_constants.data());
     const int64_t n = int64_t(launch.groups[0]) * launch.groups[1] * launch.groups[2];
-    // Chunks of at least 16K elements: below that a wake-up of the pool costs more than it saves.
-    reference::parallel_for(n, 1 << 14, [&](int64_t b, int64_t e) { fn(pointers.data(), params, long(b), long(e)); });
+    parallel_range(n, [&](int64_t b, int64_t e) { fn(pointers.data(), params, long(b), long(e)); });
     if (timing_) name = generated->name();
   } else if (auto* host = dynamic_cast<const HostOpProgram*>(launch.program)) {
-    const HostOp& op = host->op();
-    reference::KernelContext ctx{op.kind, op.attrs, {}, {}};
-    size_t slot = 0;
-    for (size_t i = 0; i < op.input_types.size(); ++i)
-      ctx.inputs.push_back({op.input_types[i], op.input_dims[i], pointers.at(slot++)});
-    for (size_t i = 0; i < op.output_types.size(); ++i)
-      ctx.outputs.push_back({op.output_types[i], op.output_dims[i], pointers.at(slot++)});
-    reference::kernels().get(op.kind)(ctx);
-    if (timing_) name = "ref_" + std::string(op_name(op.kind));
+    host->run(pointers);
+    if (timing_) name = "host_" + std::string(op_name(host->op().kind));
   } else {
     throw Error("cpu: a launch needs a program compiled by the cpu backend");
   }

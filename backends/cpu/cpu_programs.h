@@ -10,6 +10,7 @@
 
 #include "backends/backend.h"
 #include "backends/cpu/host_compiler.h"
+#include "backends/cpu/onednn_ops.h"
 
 namespace kiln::cpu {
 
@@ -48,23 +49,27 @@ class KernelBatcher {
   std::vector<GeneratedProgram*> pending_;
 };
 
-// An op run by its reference kernel, with the shapes planned for it.
+// A matmul or conv at planned shapes: its oneDNN primitive, or its reference kernel.
 struct HostOp {
   OpKind kind = OpKind::MatMul;
   AttrMap attrs;
   std::vector<DType> input_types, output_types;
   std::vector<std::vector<int64_t>> input_dims, output_dims;
+  std::vector<const Buffer*> constants;  // per input: a program constant's buffer (packed once), or null
   bool operator==(const HostOp&) const = default;
   std::string text() const;  // "matmul f32[64,128] f32[128,10] -> f32[64,10]"
 };
 
 class HostOpProgram : public Program {
  public:
-  explicit HostOpProgram(HostOp op) : op_(std::move(op)) {}
+  explicit HostOpProgram(HostOp op);
   const HostOp& op() const { return op_; }
+  // Runs the op on its operands (inputs, then outputs).
+  void run(const std::vector<void*>& pointers) const;
 
  private:
   HostOp op_;
+  std::unique_ptr<OneDnnOp> onednn_;
 };
 
 // Launches run at once, on the calling thread and the pool; a recording keeps the launches to

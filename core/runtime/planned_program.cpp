@@ -69,8 +69,11 @@ const Program& PlannedProgram::program_for(const ProgramStep& s) {
 std::optional<PlannedProgram::LaunchPlan> PlannedProgram::template_launch(
     const ProgramKernel& ks, const std::map<std::string, int64_t>& bindings) {
   std::vector<BufferView> ins, outs;
-  for (int v : ks.node_inputs)
-    ins.push_back({nullptr, values_[size_t(v)].type.dtype, concrete_dims(values_[size_t(v)].type.shape, bindings)});
+  for (int v : ks.node_inputs) {
+    const ProgramValue& value = values_[size_t(v)];
+    Buffer* constant = value.storage == ValueStorage::Constant ? constants_[size_t(value.index)].get() : nullptr;
+    ins.push_back({constant, value.type.dtype, concrete_dims(value.type.shape, bindings)});
+  }
   for (int v : ks.node_outputs)
     outs.push_back({nullptr, values_[size_t(v)].type.dtype, concrete_dims(values_[size_t(v)].type.shape, bindings)});
   std::optional<TemplateLaunch> t =

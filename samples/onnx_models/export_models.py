@@ -186,6 +186,7 @@ MODELS = {
     "gpt2_block": (lambda: Gpt2Block(256, 4, 32), [1, 32, 256], 14, False),
     "gpt2_block_opset17": (lambda: Gpt2Block(256, 4, 32), [1, 32, 256], 17, False),
     "resnet18": (lambda: torchvision_model("resnet18"), [1, 3, 224, 224], 14, False),
+    "resnet50": (lambda: torchvision_model("resnet50"), [1, 3, 224, 224], 14, False),
     "mobilenet_v2": (lambda: torchvision_model("mobilenet_v2"), [1, 3, 224, 224], 14, False),
     "vit_b_16": (lambda: torchvision_model("vit_b_16"), [1, 3, 224, 224], 14, False),
 }

@@ -178,11 +178,11 @@ struct SmallModel {
   }
 };
 
-TEST(Accuracy, CpuAgainstItselfIsExact) {
+TEST(Accuracy, RefAgainstItselfIsExact) {
   SmallModel m;
-  AccuracyReport r = check_accuracy(m.tracer.graph(), {randn({4, 8}, Device::cpu(), 1),
-                                                       randn({8, 3}, Device::cpu(), 2)},
-                                    Device::cpu(), 0, 0);
+  AccuracyReport r = check_accuracy(m.tracer.graph(), {randn({4, 8}, Device::ref(), 1),
+                                                       randn({8, 3}, Device::ref(), 2)},
+                                    Device::ref(), 0, 0);
   EXPECT_TRUE(r.ok()) << r.str();
   EXPECT_GE(r.nodes.size(), 4u);
   for (const NodeAccuracy& n : r.nodes) EXPECT_EQ(n.max_abs_error, 0.0) << n.op;

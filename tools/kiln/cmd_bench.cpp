@@ -14,7 +14,7 @@ namespace kiln::cli {
 namespace {
 
 const char* kHelp =
-    "usage: kiln bench MODEL.onnx [--backend cpu|vulkan|cuda|all]\n"
+    "usage: kiln bench MODEL.onnx [--backend cpu|ref|vulkan|cuda|all]\n"
     "                  [--mode default|reduce-overhead|max-autotune] [--reps N] [--warmup N]\n"
     "                  [--input name=file.pb ...] [--json] [--compile-only]\n"
     "\n"

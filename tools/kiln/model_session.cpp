@@ -66,7 +66,7 @@ bool ModelOptions::parse(const std::vector<std::string>& args, size_t& i) {
 }
 
 const char* ModelOptions::help() {
-  return "  --backend B        cpu (default), vulkan, vulkan:N, cuda, or all (cpu and every other\n"
+  return "  --backend B        cpu (default), ref, vulkan, vulkan:N, cuda, or all (ref and every other\n"
          "                     available device)\n"
          "  --mode M           how to compile: default, reduce-overhead (record the launches once,\n"
          "                     replay them) or max-autotune (time template tile variants, keep the\n"
