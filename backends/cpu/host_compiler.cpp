@@ -148,6 +148,9 @@ HostCompiler::HostCompiler() {
   // reference does. Errno-free math lets sqrt and friends inline and vectorize. -O3: GCC 12's -O2
   // vectorizes only loops that need no remainder loop, and a row of unknown length always does.
   flags_ = {"-std=c++17", "-O3", arch, "-fPIC", "-shared", "-fno-math-errno", "-fno-trapping-math", "-w"};
+#if defined(__x86_64__)
+  libraries_ = {"-lmvec"};  // glibc's vector math, which the translation units declare (cpu_programs.cpp)
+#endif
   isa_ = host_isa();
 }
 
@@ -169,7 +172,9 @@ std::shared_ptr<SharedLibrary> HostCompiler::build_one(const std::string& source
   if (!available_) throw Error("cpu: cannot compile kernels " + name + ": " + why_not_);
   std::string flag_text;
   for (const std::string& f : flags_) flag_text += f + " ";
-  const std::string key = version_ + "\n" + flag_text + "\n" + isa_ + "\n" + source;
+  std::string library_text;
+  for (const std::string& l : libraries_) library_text += " " + l;
+  const std::string key = version_ + "\n" + flag_text + library_text + "\n" + isa_ + "\n" + source;
   const DiskCache cache = DiskCache::from_env();
   if (std::optional<std::vector<uint8_t>> hit = cache.load("cpu-so", key)) {
     ++g_loaded;
@@ -183,7 +188,8 @@ std::shared_ptr<SharedLibrary> HostCompiler::build_one(const std::string& source
     if (!out) throw Error("cpu: cannot write " + src.string());
   }
   std::string output;
-  int status = run_command(quoted(path_) + " " + flag_text + "-o " + quoted(lib.string()) + " " + quoted(src.string()), &output);
+  int status = run_command(
+      quoted(path_) + " " + flag_text + "-o " + quoted(lib.string()) + " " + quoted(src.string()) + library_text, &output);
   if (status != 0)
     throw Error("cpu: compiling kernels " + name + " with " + path_ + " failed (status " + std::to_string(status) +
                 "):\n" + output.substr(0, 4000));

@@ -54,7 +54,7 @@ class HostCompiler {
   bool available_ = false;
   std::string why_not_;
   std::string path_, version_, isa_;
-  std::vector<std::string> flags_;
+  std::vector<std::string> flags_, libraries_;
 };
 
 }  // namespace kiln::cpu

@@ -7,6 +7,8 @@
 #include "backends/ref/host_memory.h"
 
 #ifdef KILN_HAVE_DNNL
+#include <omp.h>
+
 #include <mutex>
 #include <optional>
 #include <unordered_map>
@@ -27,7 +29,25 @@ dnnl::engine& engine() {
   return e;
 }
 
-// One primitive and the memory descriptors of its arguments, bound to the launch's pointers.
+// Ops below this many flops run on the calling thread alone: waking OpenMP's team costs more than
+// the work (the MLP's and LSTM's matmuls at batch 1).
+constexpr double kSerialFlops = 4e5;
+
+// For the scope of one small op, OpenMP (and so oneDNN, which asks it at execution) runs one thread.
+class SerialScope {
+ public:
+  explicit SerialScope(bool serial) : saved_(serial ? omp_get_max_threads() : 0) {
+    if (serial) omp_set_num_threads(1);
+  }
+  ~SerialScope() {
+    if (saved_) omp_set_num_threads(saved_);
+  }
+
+ private:
+  int saved_;
+};
+
+// One primitive and its arguments' memory objects, made once and pointed at each launch's buffers.
 class Primitive : public OneDnnOp {
  public:
   struct Arg {
@@ -35,19 +55,29 @@ class Primitive : public OneDnnOp {
     memory::desc desc;
     int slot;  // the op's operand slot
   };
-  Primitive(dnnl::primitive primitive, std::vector<Arg> args) : primitive_(std::move(primitive)), args_(std::move(args)) {}
+  Primitive(dnnl::primitive primitive, const std::vector<Arg>& args, bool serial)
+      : primitive_(std::move(primitive)), serial_(serial) {
+    for (const Arg& a : args) {
+      slots_.push_back({a.slot, memory(a.desc, engine(), DNNL_MEMORY_NONE)});
+      bound_.emplace(a.dnnl_arg, slots_.back().second);
+    }
+  }
 
   void run(const std::vector<void*>& pointers) override {
+    std::lock_guard lock(mutex_);
+    SerialScope scope(serial_);
     thread_local dnnl::stream stream(engine());
-    std::unordered_map<int, memory> bound;
-    for (const Arg& a : args_) bound.emplace(a.dnnl_arg, memory(a.desc, engine(), pointers.at(size_t(a.slot))));
-    primitive_.execute(stream, bound);
+    for (auto& [slot, mem] : slots_) mem.set_data_handle(pointers.at(size_t(slot)));
+    primitive_.execute(stream, bound_);
     stream.wait();
   }
 
  private:
+  std::mutex mutex_;
   dnnl::primitive primitive_;
-  std::vector<Arg> args_;
+  bool serial_;
+  std::vector<std::pair<int, memory>> slots_;
+  std::unordered_map<int, memory> bound_;  // handles sharing slots_' memory objects
 };
 
 // A convolution in the layouts oneDNN's fastest kernels want (channel-blocked, nChw16c on
@@ -56,13 +86,28 @@ class Primitive : public OneDnnOp {
 class BlockedConv : public OneDnnOp {
  public:
   BlockedConv(const dnnl::convolution_forward::primitive_desc& pd, memory::desc src, memory::desc weights,
-              memory::desc dst, std::optional<memory::desc> bias, const void* constant_weights)
-      : conv_(pd), user_src_(src), user_weights_(weights), user_dst_(dst), bias_(bias),
-        src_(pd.src_desc(), engine()), weights_(pd.weights_desc(), engine()), dst_(pd.dst_desc(), engine()) {
-    if (constant_weights) {
+              memory::desc dst, std::optional<memory::desc> bias, const void* constant_weights, bool serial)
+      : serial_(serial), conv_(pd), user_src_(src, engine(), DNNL_MEMORY_NONE),
+        user_weights_(weights, engine(), DNNL_MEMORY_NONE), user_dst_(dst, engine(), DNNL_MEMORY_NONE) {
+    // Each operand gets a blocked copy and its reorder only where oneDNN chose another layout.
+    auto blocked = [](const memory::desc& want, memory& user, memory& copy, dnnl::reorder& to, bool in) {
+      if (want == user.get_desc()) {
+        copy = user;
+        return;
+      }
+      copy = memory(want, engine());
+      to = in ? dnnl::reorder(user, copy) : dnnl::reorder(copy, user);
+    };
+    blocked(pd.src_desc(), user_src_, src_, src_in_, true);
+    blocked(pd.weights_desc(), user_weights_, weights_, weights_in_, true);
+    blocked(pd.dst_desc(), user_dst_, dst_, dst_out_, false);
+    if (bias) bias_ = memory(*bias, engine(), DNNL_MEMORY_NONE);
+    args_ = {{DNNL_ARG_SRC, src_}, {DNNL_ARG_WEIGHTS, weights_}, {DNNL_ARG_DST, dst_}};
+    if (bias_) args_.emplace(DNNL_ARG_BIAS, *bias_);
+    if (constant_weights && weights_in_) {
       dnnl::stream stream(engine());
-      memory user(user_weights_, engine(), const_cast<void*>(constant_weights));
-      dnnl::reorder(user, weights_).execute(stream, user, weights_);
+      user_weights_.set_data_handle(const_cast<void*>(constant_weights));
+      weights_in_.execute(stream, user_weights_, weights_);
       stream.wait();
       weights_packed_ = true;
     }
@@ -70,26 +115,28 @@ class BlockedConv : public OneDnnOp {
 
   void run(const std::vector<void*>& pointers) override {
     std::lock_guard lock(mutex_);
+    SerialScope scope(serial_);
     thread_local dnnl::stream stream(engine());
-    memory src(user_src_, engine(), pointers[0]), dst(user_dst_, engine(), pointers.back());
-    dnnl::reorder(src, src_).execute(stream, src, src_);
-    if (!weights_packed_) {
-      memory w(user_weights_, engine(), pointers[1]);
-      dnnl::reorder(w, weights_).execute(stream, w, weights_);
-    }
-    std::unordered_map<int, memory> args = {{DNNL_ARG_SRC, src_}, {DNNL_ARG_WEIGHTS, weights_}, {DNNL_ARG_DST, dst_}};
-    if (bias_) args.emplace(DNNL_ARG_BIAS, memory(*bias_, engine(), pointers[2]));
-    conv_.execute(stream, args);
-    dnnl::reorder(dst_, dst).execute(stream, dst_, dst);
+    user_src_.set_data_handle(pointers[0]);
+    user_dst_.set_data_handle(pointers.back());
+    if (!weights_packed_) user_weights_.set_data_handle(pointers[1]);
+    if (bias_) bias_->set_data_handle(pointers[2]);
+    if (src_in_) src_in_.execute(stream, user_src_, src_);
+    if (weights_in_ && !weights_packed_) weights_in_.execute(stream, user_weights_, weights_);
+    conv_.execute(stream, args_);
+    if (dst_out_) dst_out_.execute(stream, dst_, user_dst_);
     stream.wait();
   }
 
  private:
   std::mutex mutex_;
+  bool serial_;
   dnnl::convolution_forward conv_;
-  memory::desc user_src_, user_weights_, user_dst_;
-  std::optional<memory::desc> bias_;
-  memory src_, weights_, dst_;
+  memory user_src_, user_weights_, user_dst_;  // kiln's NCHW / OIHW buffers, set per launch
+  memory src_, weights_, dst_;                 // what the convolution reads and writes
+  std::optional<memory> bias_;
+  dnnl::reorder src_in_, weights_in_, dst_out_;  // empty where the layouts agree
+  std::unordered_map<int, memory> args_;
   bool weights_packed_ = false;
 };
 
@@ -126,7 +173,7 @@ std::unique_ptr<OneDnnOp> make_matmul(const OpRun& run) {
     pd = dnnl::matmul::primitive_desc(dnnl::matmul::desc(a, b, c), engine());
   }
   args.push_back({DNNL_ARG_DST, c, int(run.inputs.size())});
-  return std::make_unique<Primitive>(dnnl::matmul(pd), std::move(args));
+  return std::make_unique<Primitive>(dnnl::matmul(pd), args, double(p->flops()) < kSerialFlops);
 }
 
 std::unique_ptr<OneDnnOp> make_conv(const OpRun& run) {
@@ -151,7 +198,8 @@ std::unique_ptr<OneDnnOp> make_conv(const OpRun& run) {
                    : dnnl::convolution_forward::desc(kind, algo, any_src, any_w, any_dst, strides, dilates, pad_l, pad_r);
   dnnl::convolution_forward::primitive_desc pd(desc, engine());
   const void* constant_weights = run.inputs[1].buffer ? reference::host_data(*run.inputs[1].buffer) : nullptr;
-  return std::make_unique<BlockedConv>(pd, src_md, w_md, dst_md, b_md, constant_weights);
+  const double flops = 2.0 * double(problem->batch) * q.o * q.oh * q.ow * q.cg * problem->kh * problem->kw;
+  return std::make_unique<BlockedConv>(pd, src_md, w_md, dst_md, b_md, constant_weights, flops < kSerialFlops);
 }
 
 }  // namespace

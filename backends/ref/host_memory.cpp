@@ -1,6 +1,8 @@
 // Host buffers, copies and the reference-kernel call shared by the ref and cpu backends.
 #include "backends/ref/host_memory.h"
 
+#include <sys/mman.h>
+
 #include <cstdlib>
 #include <cstring>
 #include <string>
@@ -12,9 +14,15 @@ namespace kiln::reference {
 
 HostBuffer::HostBuffer(size_t bytes) : Buffer(bytes) {
   // 64-byte alignment suits every dtype and vector loads; never a null pointer, even for 0 bytes.
-  size_t rounded = (bytes + 63) / 64 * 64;
-  data_ = std::aligned_alloc(64, rounded == 0 ? 64 : rounded);
+  // Buffers of 4 MiB and more are 2 MiB aligned and ask for transparent huge pages: a fresh 64 MiB
+  // tensor then takes 32 page faults on first touch instead of 16384, which cost more than the
+  // kernel writing it.
+  constexpr size_t kHuge = size_t(2) << 20;
+  const size_t alignment = bytes >= 2 * kHuge ? kHuge : 64;
+  size_t rounded = (bytes + alignment - 1) / alignment * alignment;
+  data_ = std::aligned_alloc(alignment, rounded == 0 ? 64 : rounded);
   if (!data_) throw Error("cpu: out of host memory allocating " + std::to_string(bytes) + " bytes");
+  if (alignment == kHuge) madvise(data_, rounded, MADV_HUGEPAGE);  // advice only: failure is harmless
 }
 
 HostBuffer::~HostBuffer() { std::free(data_); }

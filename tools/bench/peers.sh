@@ -4,7 +4,10 @@
 # and its Vulkan target on the same Vulkan device as kiln). The peers are optional and never
 # dependencies of kiln: they are installed from PyPI into a virtual environment here.
 #
-#   tools/bench/peers.sh [--models a,b,...] [--reps N] [--out DIR]
+#   tools/bench/peers.sh [--models a,b,...] [--peers a,b,...] [--reps N] [--out DIR]
+#
+# --peers limits the runtimes beside kiln (torch-eager, torch-compile, onnxruntime, iree-llvm-cpu,
+# iree-vulkan; default all).
 #
 # Default models: mlp, cnn, lstm, gpt2_block, resnet18, mobilenet_v2. Writes DIR/results.jsonl
 # (one JSON object per runtime and model) and prints the markdown table kept in BENCHMARKS.md.
@@ -12,13 +15,15 @@ set -euo pipefail
 root="$(cd "$(dirname "$0")/../.." && pwd)"
 models="mlp,cnn,lstm,gpt2_block,resnet18,mobilenet_v2"
 reps=10
+peers="torch-eager,torch-compile,onnxruntime,iree-llvm-cpu,iree-vulkan"
 out="$root/build/peers"
 while (($#)); do
   case "$1" in
     --models) models="$2"; shift 2 ;;
+    --peers) peers="$2"; shift 2 ;;
     --reps) reps="$2"; shift 2 ;;
     --out) out="$2"; shift 2 ;;
-    *) echo "usage: $0 [--models a,b] [--reps N] [--out DIR]" >&2; exit 2 ;;
+    *) echo "usage: $0 [--models a,b] [--peers a,b] [--reps N] [--out DIR]" >&2; exit 2 ;;
   esac
 done
 names=(${models//,/ })
@@ -39,15 +44,17 @@ if [[ ! -x "$venv/bin/python" ]]; then
   "$venv/bin/pip" install -q --upgrade pip
 fi
 pip_install() { "$venv/bin/pip" install -q "$@" || echo "peers: could not install $*" >&2; }
-pip_install numpy onnx onnxruntime iree-base-compiler iree-base-runtime
+pip_install numpy onnx onnxruntime
+[[ "$peers" == *iree* ]] && pip_install iree-base-compiler iree-base-runtime
 # torch.compile on CPU: the torch wheel without its CUDA libraries, plus its pure-Python needs.
-if ! "$venv/bin/python" -c "import torch, torchvision" 2>/dev/null; then
+if [[ "$peers" == *torch-compile* ]] && ! "$venv/bin/python" -c "import torch, torchvision" 2>/dev/null; then
   pip_install --no-deps torch torchvision
   pip_install sympy networkx jinja2 fsspec filelock typing-extensions setuptools pillow
 fi
 
 bench="$root/tools/bench/peers/bench_peers.py"
 run_peer() {  # python peer
+  [[ ",$peers," == *",$2,"* ]] || return 0
   echo "peers: $2" >&2
   "$1" "$bench" "$2" "$out/models" "${names[@]}" --reps "$reps" --threads 2 --work "$out/work" \
     >> "$results" 2>> "$out/$2.log" || echo "peers: $2 exited with an error (see $out/$2.log)" >&2

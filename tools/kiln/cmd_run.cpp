@@ -20,7 +20,7 @@ namespace kiln::cli {
 namespace {
 
 const char* kHelp =
-    "usage: kiln run MODEL.onnx [--backend cpu|vulkan|cuda|all] [--eager|--compile]\n"
+    "usage: kiln run MODEL.onnx [--backend cpu|ref|vulkan|cuda|all] [--eager|--compile]\n"
     "                [--mode default|reduce-overhead|max-autotune] [--input name=file.pb ...]\n"
     "                [--reps N] [--debug-dir DIR] [--accuracy]\n"
     "\n"

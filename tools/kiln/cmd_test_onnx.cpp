@@ -27,7 +27,7 @@ namespace fs = std::filesystem;
 namespace {
 
 const char* kHelp =
-    "usage: kiln test-onnx [--backend cpu|vulkan|cuda|all] [--compile] [--mode default|reduce-overhead]\n"
+    "usage: kiln test-onnx [--backend cpu|ref|vulkan|cuda|all] [--compile] [--mode default|reduce-overhead]\n"
     "                      [--reps N] [--rtol R] [--atol A] [--quiet] DIR...\n"
     "\n"
     "Runs every ONNX backend-test case under each DIR. A case is a directory holding model.onnx\n"
