@@ -5,7 +5,8 @@
 //    into shared objects (host_compiler.h), a few translation units per program, cached on disk.
 //  - Matmul, gemm, linear and conv run as host ops, eagerly and inside compiled programs: oneDNN
 //    primitives made once per shape (onednn_ops.h), or the reference kernel where oneDNN does not
-//    take the op (other dtypes, gemm's alpha).
+//    take the op (conv_transpose, other dtypes, gemm's alpha): a blocked, threaded kernel still
+//    beats a generic reduction per output element.
 // Without a compiler at run time, compiled programs run on the reference interpreter, and the
 // device's name says why.
 #include <unistd.h>
@@ -27,7 +28,7 @@ namespace {
 
 bool runs_as_host_op(OpKind kind) {
   switch (kind) {
-    case OpKind::MatMul: case OpKind::Gemm: case OpKind::Linear: case OpKind::Conv:
+    case OpKind::MatMul: case OpKind::Gemm: case OpKind::Linear: case OpKind::Conv: case OpKind::ConvTranspose:
       return true;
     default:
       return false;
