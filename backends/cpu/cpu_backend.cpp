@@ -9,6 +9,7 @@
 //    beats a generic reduction per output element.
 // Without a compiler at run time, compiled programs run on the reference interpreter, and the
 // device's name says why.
+#include <omp.h>
 #include <unistd.h>
 
 #include <map>
@@ -18,6 +19,7 @@
 #include "backends/cpu/cpu_programs.h"
 #include "backends/cpu/host_compiler.h"
 #include "backends/ref/host_memory.h"
+#include "backends/ref/parallel.h"
 #include "backends/ref/ref_kernel.h"
 #include "core/support/error.h"
 #include "core/support/log.h"
@@ -44,6 +46,9 @@ std::string device_name() {
 
 class CpuBackend : public Backend {
  public:
+  // oneDNN and the generated kernels run on OpenMP's team: as many threads as the reference pool
+  // (KILN_CPU_THREADS, default one per core).
+  CpuBackend() { omp_set_num_threads(reference::num_threads()); }
   BackendKind kind() const override { return BackendKind::Cpu; }
   std::string name() const override { return device_name(); }
   DeviceCaps caps() const override {

@@ -1,11 +1,11 @@
 // Generated kernels in batched translation units, host ops, and the cpu stream.
 #include "backends/cpu/cpu_programs.h"
 
+#include <omp.h>
+
 #include <algorithm>
 #include <chrono>
 #include <functional>
-
-#include <omp.h>
 #include <utility>
 
 #include "backends/ref/host_memory.h"
@@ -15,6 +15,7 @@
 #include "core/support/error.h"
 
 namespace kiln::cpu {
+namespace {
 
 // Generated kernels split their range over the OpenMP team oneDNN runs on, so the two never
 // compete for cores (a second pool's threads would wait while OpenMP's spin). Ranges under 16K
@@ -32,6 +33,8 @@ void parallel_range(int64_t n, const std::function<void(int64_t, int64_t)>& fn) 
     fn(n * t / count, n * (t + 1) / count);
   }
 }
+
+}  // namespace
 
 GeneratedProgram::GeneratedProgram(KernelBatcher& batcher, std::string name, std::string source)
     : batcher_(batcher), name_(std::move(name)), source_(std::move(source)) {
