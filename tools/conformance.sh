@@ -3,7 +3,7 @@
 # and writes CONFORMANCE.md at the repository root: per backend and test set, passed / failed /
 # unsupported counts, the time taken, and the lists (failures and unsupported with reasons).
 #
-#   tools/conformance.sh [BUILD_DIR] [BACKENDS...]     (defaults: build, cpu vulkan)
+#   tools/conformance.sh [BUILD_DIR] [BACKENDS...]     (defaults: build, ref cpu vulkan)
 #   KILN_ONNX_SETS="node pytorch-converted" tools/conformance.sh build cpu
 #   KILN_CONFORMANCE_OUT=FILE writes the report there instead.
 set -euo pipefail
@@ -11,7 +11,7 @@ root=$(cd "$(dirname "$0")/.." && pwd)
 build=${1:-$root/build}
 shift || true
 backends=("$@")
-[ ${#backends[@]} -eq 0 ] && backends=(cpu vulkan)
+[ ${#backends[@]} -eq 0 ] && backends=(ref cpu vulkan)
 data=${KILN_ONNX_DATA:-/usr/share/libonnx-testdata/data}
 sets=(${KILN_ONNX_SETS:-node pytorch-converted pytorch-operator})
 kiln=$build/tools/kiln/kiln
@@ -82,8 +82,8 @@ done
   echo "or element type kiln does not express), listing the reason; such cases do not run."
   echo "Inputs that decide output shapes (Reshape's shape, Slice's starts, ...) are fixed to the"
   echo "test's values at import, as kiln compiles for known shapes. CTest's"
-  echo "\`onnx.conformance.cpu\` and \`onnx.conformance.vulkan\` fail when a backend's node count"
-  echo "drops below tests/onnx/baseline.txt."
+  echo "\`onnx.conformance.ref\`, \`onnx.conformance.cpu\` and \`onnx.conformance.vulkan\` fail when a"
+  echo "backend's node count drops below tests/onnx/baseline.txt."
   echo
   cat "$summary"
   echo
