@@ -1,4 +1,4 @@
-// Accuracy bisection: per-node and per-kernel device vs cpu reference comparisons, fed the
+// Accuracy bisection: per-node and per-kernel device vs reference (ref) comparisons, fed the
 // reference's inputs.
 #include "core/runtime/accuracy.h"
 
@@ -216,7 +216,7 @@ KernelAccuracyReport check_kernel_accuracy(PlannedProgram& program, const Graph&
   report.device = program.device().name();
   report.rtol = rtol;
   report.atol = atol;
-  // Every value on the cpu reference, by value id.
+  // Every value on the reference (ref), by value id.
   std::map<int, Tensor> reference;
   std::vector<Tensor> device_inputs;
   for (size_t i = 0; i < inputs.size(); ++i) {

@@ -1,5 +1,5 @@
 // Accuracy bisection: run a graph node by node (or compiled kernel by kernel) on a device and on the
-// cpu reference, each fed the reference's inputs, and name the first one past tolerance.
+// reference (ref), each fed the reference's inputs, and name the first one past tolerance.
 #pragma once
 
 #include <functional>
@@ -40,7 +40,7 @@ struct AccuracyReport {
 using AccuracyTap = std::function<void(const Node&, std::vector<Tensor>& device_outputs)>;
 
 // One compiled kernel's outputs, computed on the device from the reference's inputs, against the
-// cpu reference of the nodes it fuses.
+// reference (ref) of the nodes it fuses.
 struct KernelAccuracy {
   int kernel = 0;              // index into PlannedProgram::kernels() and the bundle's kernels
   std::string name;            // "fused_mul_sub_log"

@@ -1,4 +1,4 @@
-// Replaying a fused kernel's nodes on the cpu reference, with sizes bound as the program bound them.
+// Replaying a fused kernel's nodes on the reference (ref), with sizes bound as the program bound them.
 #include "core/runtime/kernel_replay.h"
 
 #include "core/frontend/dispatch.h"
@@ -29,7 +29,7 @@ AttrMap concrete_attrs(const AttrMap& attrs, const std::map<std::string, int64_t
   return out;
 }
 
-void replay_on_cpu(const std::vector<PlannedNode>& nodes, std::map<int, Tensor>& values,
+void replay_on_ref(const std::vector<PlannedNode>& nodes, std::map<int, Tensor>& values,
                    const std::map<std::string, int64_t>& bindings) {
   for (const PlannedNode& n : nodes) {
     std::vector<Tensor> args;

@@ -1,4 +1,4 @@
-// Running a compiled kernel's graph nodes again on the cpu reference: how checked mode finds the op
+// Running a compiled kernel's graph nodes again on the reference (ref): how checked mode finds the op
 // inside a fused kernel that made a bad value, and what per-kernel accuracy compares against.
 #pragma once
 
@@ -18,10 +18,10 @@ std::map<std::string, int64_t> bind_symbols(const Graph& graph, const std::vecto
 // `attrs` with symbolic sizes replaced by their values.
 AttrMap concrete_attrs(const AttrMap& attrs, const std::map<std::string, int64_t>& bindings);
 
-// Runs `nodes` in order on the cpu reference (through run_op_at, so checked mode checks each one),
+// Runs `nodes` in order on ref (through run_op_at, so checked mode checks each one),
 // reading `values` (graph value id -> tensor) and adding every output to it. Throws kiln::Error
 // naming the node when one of its inputs is missing.
-void replay_on_cpu(const std::vector<PlannedNode>& nodes, std::map<int, Tensor>& values,
+void replay_on_ref(const std::vector<PlannedNode>& nodes, std::map<int, Tensor>& values,
                    const std::map<std::string, int64_t>& bindings);
 
 }  // namespace kiln

@@ -17,7 +17,7 @@
 
 namespace kiln {
 
-// A graph node a kernel computes, kept so checks can run a kernel's ops again on the cpu reference.
+// A graph node a kernel computes, kept so checks can run a kernel's ops again on the reference (ref).
 struct PlannedNode {
   int id = 0;
   OpKind kind = OpKind::Constant;

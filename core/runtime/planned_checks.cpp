@@ -152,7 +152,7 @@ std::map<int, Tensor> PlannedProgram::run_kernel(size_t k, const std::map<int, T
 }
 
 // Kernel by kernel: launch, wait, read its float outputs back and scan them. A kernel that wrote a
-// non-finite value has its nodes run again on the cpu reference under checked mode, with the same
+// non-finite value has its nodes run again on the reference (ref) under checked mode, with the same
 // inputs: that names the op (and its line) inside the fused kernel that made it, with the eager
 // rules (NaN always, Inf only when made there). Indexing kernels are replayed before they launch,
 // since the device clamps a bad index silently.
@@ -177,9 +177,9 @@ void PlannedProgram::run_kernels_checked(
   auto replay = [&](size_t k, std::map<int, Tensor> values, const std::string& why) {
     add_missing(kernels_[k], values);
     try {
-      replay_on_cpu(kernels_[k].nodes, values, bindings_);
+      replay_on_ref(kernels_[k].nodes, values, bindings_);
     } catch (const Error& e) {
-      throw Error("checked mode: " + kernel_text(k) + why + "; its ops run again on the cpu reference:\n" +
+      throw Error("checked mode: " + kernel_text(k) + why + "; its ops run again on the reference (ref):\n" +
                   e.what());
     }
   };
@@ -217,7 +217,7 @@ void PlannedProgram::run_kernels_checked(
       if (!std::isnan(got[at])) continue;
       const PlannedNode* n = producer(kernels_[k], id);
       throw Error("checked mode: " + kernel_text(k) + why.str() +
-                  ", but its ops on the cpu reference give no NaN there (a code generation bug?); the "
+                  ", but its ops on the reference (ref) give no NaN there (a code generation bug?); the "
                   "value is made by " +
                   (n ? "op '" + std::string(op_name(n->kind)) + "' at " + n->provenance.str() : "an unknown node") +
                   "\n  (turn checked mode off with KILN_CHECK=0 or kiln::set_checked_mode(false))");

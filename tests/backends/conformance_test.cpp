@@ -1,10 +1,10 @@
 // The backend conformance suite: every case (tests/backends/conformance_cases.h) runs on every
-// device that generates code, eagerly and compiled with kiln::compile, and must match the cpu
-// reference within the case's tolerance. Devices: each registered one but cpu (Vulkan, CUDA, and
-// null, which computes nothing: there each case must compile and plan with sane kernel counts) and
-// the CUDA host emulator (tests/support) on a representative subset, since it compiles every kernel
-// with the host compiler. Each case's gradients (eager autograd's backward program) must match the
-// cpu reference's too. On Vulkan the Khronos validation layer is on and any validation message
+// device that generates code, eagerly and compiled with kiln::compile, and must match the ref
+// interpreter within the case's tolerance. Devices: each registered one but ref (cpu, Vulkan, CUDA,
+// and null, which computes nothing: there each case must compile and plan with sane kernel counts)
+// and the CUDA host emulator (tests/support) on a representative subset, since it compiles every
+// kernel with the host compiler. Each case's gradients (eager autograd's backward program) must
+// match ref's too. On Vulkan the Khronos validation layer is on and any validation message
 // fails the test. A new backend passes this suite as is.
 #include <gtest/gtest.h>
 
