@@ -44,7 +44,7 @@ std::string device_name() {
   return "cpu (generated C++, " + compiler.description() + ")";
 }
 
-class CpuBackend : public Backend {
+class CpuBackend : public reference::HostBackend {
  public:
   // oneDNN and the generated kernels run on OpenMP's team: as many threads as the reference pool
   // (KILN_CPU_THREADS, default one per core).
@@ -52,21 +52,10 @@ class CpuBackend : public Backend {
   BackendKind kind() const override { return BackendKind::Cpu; }
   std::string name() const override { return device_name(); }
   DeviceCaps caps() const override {
-    DeviceCaps c;
-    c.f16 = c.f64 = c.int64 = true;
-    c.is_cpu = true;
+    DeviceCaps c = HostBackend::caps();
     c.timestamps = true;
     c.memory_bytes = size_t(sysconf(_SC_PHYS_PAGES)) * size_t(sysconf(_SC_PAGESIZE));
     return c;
-  }
-  bool supports(OpKind kind, DType) const override { return reference::kernels().get(kind) != nullptr; }
-
-  std::unique_ptr<Buffer> alloc(size_t bytes) override { return std::make_unique<reference::HostBuffer>(bytes); }
-  void upload(Buffer& dst, const void* src, size_t bytes, size_t offset) override {
-    reference::host_upload(dst, src, bytes, offset);
-  }
-  void download(const Buffer& src, void* dst, size_t bytes, size_t offset) override {
-    reference::host_download(src, dst, bytes, offset);
   }
   // Matmul and conv run their oneDNN primitive, made on the first call of each shape; every other
   // op its reference kernel.

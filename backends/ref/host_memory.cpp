@@ -27,12 +27,6 @@ HostBuffer::HostBuffer(size_t bytes) : Buffer(bytes) {
 
 HostBuffer::~HostBuffer() { std::free(data_); }
 
-void* host_data(const Buffer& buffer) {
-  auto* host = dynamic_cast<const HostBuffer*>(&buffer);
-  if (!host) throw Error("host backend: a buffer of another device was passed to a cpu/ref op");
-  return host->data();
-}
-
 namespace {
 void check_range(const Buffer& b, size_t bytes, size_t offset, const char* what) {
   if (offset + bytes > b.bytes())
@@ -52,6 +46,15 @@ void host_download(const Buffer& src, void* dst, size_t bytes, size_t offset) {
   if (bytes == 0) return;
   std::memcpy(dst, static_cast<const char*>(host_data(src)) + offset, bytes);
 }
+
+DeviceCaps HostBackend::caps() const {
+  DeviceCaps c;
+  c.f16 = c.f64 = c.int64 = true;
+  c.is_cpu = true;
+  return c;
+}
+
+bool HostBackend::supports(OpKind kind, DType) const { return kernels().get(kind) != nullptr; }
 
 void run_reference_kernel(const OpRun& run) {
   Kernel kernel = kernels().get(run.kind);

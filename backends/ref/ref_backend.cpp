@@ -11,25 +11,10 @@ namespace kiln {
 namespace reference {
 namespace {
 
-class RefBackend : public Backend {
+class RefBackend : public HostBackend {
  public:
   BackendKind kind() const override { return BackendKind::Ref; }
   std::string name() const override { return "ref (reference interpreter)"; }
-  DeviceCaps caps() const override {
-    DeviceCaps c;
-    c.f16 = c.f64 = c.int64 = true;
-    c.is_cpu = true;
-    return c;
-  }
-  bool supports(OpKind kind, DType) const override { return kernels().get(kind) != nullptr; }
-
-  std::unique_ptr<Buffer> alloc(size_t bytes) override { return std::make_unique<HostBuffer>(bytes); }
-  void upload(Buffer& dst, const void* src, size_t bytes, size_t offset) override {
-    host_upload(dst, src, bytes, offset);
-  }
-  void download(const Buffer& src, void* dst, size_t bytes, size_t offset) override {
-    host_download(src, dst, bytes, offset);
-  }
   void execute(const OpRun& run) override { run_reference_kernel(run); }
 };
 
