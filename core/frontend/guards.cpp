@@ -20,18 +20,6 @@ std::string type_on(const TensorType& type, const Device& device) {
 
 bool same_bits(double a, double b) { return std::memcmp(&a, &b, sizeof a) == 0; }
 
-bool decide(int64_t x, GuardOp op, int64_t y) {
-  switch (op) {
-    case GuardOp::Eq: return x == y;
-    case GuardOp::Ne: return x != y;
-    case GuardOp::Lt: return x < y;
-    case GuardOp::Le: return x <= y;
-    case GuardOp::Gt: return x > y;
-    case GuardOp::Ge: return x >= y;
-  }
-  return false;
-}
-
 // Whether `symbol` occurs in `text` as a whole name (s1 is not in s12).
 bool mentions(const std::string& text, const std::string& symbol) {
   auto is_name_char = [](char c) { return std::isalnum(static_cast<unsigned char>(c)) || c == '_'; };

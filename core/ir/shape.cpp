@@ -61,7 +61,13 @@ std::vector<int64_t> contiguous_strides(const std::vector<int64_t>& dims) {
   return strides;
 }
 
-SymInt slice_first(const SymInt& d, int64_t start, int64_t step) {
+SymInt slice_first(const SymInt& d, const SymInt& symbolic_start, int64_t step) {
+  if (!symbolic_start.is_static()) {  // its sign is a shape decision (a guard where recorded)
+    SymInt hi = step > 0 ? d : d - 1;
+    SymInt v = symbolic_start < 0 ? d + symbolic_start : symbolic_start;
+    return sym_max(0, v + hi - sym_max(v, hi));  // clamp(v, 0, hi)
+  }
+  const int64_t start = symbolic_start.value();
   if (d.is_static()) {
     int64_t n = d.value();
     if (n == 0) return 0;

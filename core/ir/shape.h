@@ -35,8 +35,9 @@ struct TensorType {
 constexpr int64_t kSliceOpenEnd = INT64_MAX;
 constexpr int64_t kSliceOpenBegin = INT64_MIN;
 // The first element a slice from `start` by `step` reads along a dim of size d (ONNX clamping,
-// as numpy). Symbolic sizes give a SymInt expression evaluated at launch; no guard is recorded.
-SymInt slice_first(const SymInt& d, int64_t start, int64_t step);
+// as numpy). Symbolic sizes give a SymInt expression evaluated at launch; no guard is recorded
+// for them. A symbolic start's sign is decided by its hint (a guard).
+SymInt slice_first(const SymInt& d, const SymInt& start, int64_t step);
 
 int64_t normalize_axis(int64_t axis, int64_t rank, const std::string& what);
 

@@ -172,6 +172,18 @@ thread_local GuardSink* g_guard_sink = nullptr;
 }
 
 GuardSink* current_guard_sink() { return g_guard_sink; }
+
+bool decide(int64_t x, GuardOp op, int64_t y) {
+  switch (op) {
+    case GuardOp::Eq: return x == y;
+    case GuardOp::Ne: return x != y;
+    case GuardOp::Lt: return x < y;
+    case GuardOp::Le: return x <= y;
+    case GuardOp::Gt: return x > y;
+    case GuardOp::Ge: return x >= y;
+  }
+  return false;
+}
 GuardSinkScope::GuardSinkScope(GuardSink* sink) : previous_(g_guard_sink) { g_guard_sink = sink; }
 GuardSinkScope::~GuardSinkScope() { g_guard_sink = previous_; }
 
@@ -180,16 +192,7 @@ bool compare(const SymInt& a, GuardOp op, const SymInt& b) {
   if (!a.is_static() || !b.is_static()) {
     if (a.same_as(b)) return op == GuardOp::Eq || op == GuardOp::Le || op == GuardOp::Ge;
   }
-  int64_t x = a.hint(), y = b.hint();
-  bool result = false;
-  switch (op) {
-    case GuardOp::Eq: result = x == y; break;
-    case GuardOp::Ne: result = x != y; break;
-    case GuardOp::Lt: result = x < y; break;
-    case GuardOp::Le: result = x <= y; break;
-    case GuardOp::Gt: result = x > y; break;
-    case GuardOp::Ge: result = x >= y; break;
-  }
+  const bool result = decide(a.hint(), op, b.hint());
   if ((!a.is_static() || !b.is_static()) && g_guard_sink) {
     auto where = a.origin() ? a.origin() : b.origin();
     g_guard_sink->record(ShapeGuard{a, op, b, result, where});

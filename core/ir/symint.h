@@ -56,6 +56,7 @@ SymInt sym_max(const SymInt& a, const SymInt& b);
 
 enum class GuardOp { Eq, Ne, Lt, Le, Gt, Ge };
 const char* guard_op_text(GuardOp op);
+bool decide(int64_t x, GuardOp op, int64_t y);  // x op y
 
 // One shape decision made while tracing: `lhs op rhs` was `result`.
 struct ShapeGuard {

@@ -52,7 +52,7 @@ std::vector<ExprRef> output_coords(size_t rank) {
 }
 
 LoweredOp lower_slice(const AttrMap& attrs, const TensorType& x, const TensorType& out, int origin) {
-  const auto& starts = attrs.get_ints("starts");
+  const auto& starts = attrs.get_syms("starts");
   const auto& axes_attr = attrs.get_ints("axes");
   const auto& steps_attr = attrs.get_ints("steps");
   std::vector<SymInt> first(x.rank(), 0);
@@ -281,6 +281,15 @@ LoweredOp lower_shape(OpKind kind, const AttrMap& given, const std::vector<Tenso
   switch (kind) {
     case OpKind::Constant:
       return {};
+    case OpKind::SymInts:  // element k is param k: the values' expressions evaluated at launch
+      return one_step(index_kernel(kind, {}, out, origin, [&](KernelBuilder& b) {
+        const std::vector<SymInt>& values = attrs.get_syms("values");
+        ExprRef v = cast(b.param_for(values.back()), out.dtype);
+        for (size_t k = values.size() - 1; k-- > 0;)
+          v = select(ilt(coord(0), constant(double(k + 1), DType::I32)),
+                     cast(b.param_for(values[k]), out.dtype), v);
+        return v;
+      }), 0);
     case OpKind::Reshape:
       return one_step(index_kernel(kind, {inputs[0]}, out, origin, [&](KernelBuilder&) {
         return load(0, inputs[0].dtype, linear_index());

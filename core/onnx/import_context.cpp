@@ -66,9 +66,20 @@ const Literal& NodeContext::require_constant(size_t i, const std::string& what) 
     for (const Value* w : u->producer->inputs) stack.push_back(w);
   }
   if (fixable && !deps.empty()) throw NeedInputValue{deps};
+  if (std::optional<ShapeValues> sym = shape_values_of(v))
+    unsupported("operand '" + what + "' ('" + name + "') is " + shape_str(sym->values) +
+                ", computed from symbolic dims; this operand must be a constant");
   unsupported("operand '" + what + "' ('" + name + "', " + v->type.str() +
-              ") must be a constant (initializer or computed from constants): it decides the "
-              "output shape");
+              ") is data-dependent: it is computed from tensor values by " +
+              (v->producer ? "node " + v->producer->provenance.str() : std::string("a graph input")) +
+              ", and it decides the output shape, so kiln needs it at import");
+}
+
+std::vector<SymInt> NodeContext::sym_ints(size_t i, const std::string& what) const {
+  if (std::optional<ShapeValues> sym = has_input(i) ? shape_values_of(input(i)) : std::nullopt)
+    if (sym->dtype != DType::Bool) return sym->values;
+  const std::vector<int64_t> ints = constant_ints(i, what);
+  return {ints.begin(), ints.end()};
 }
 
 std::vector<int64_t> NodeContext::constant_ints(size_t i, const std::string& what) const {
@@ -171,11 +182,32 @@ void NodeContext::require_attr_int(const std::string& name, int64_t expected) co
                 std::to_string(expected) + " is supported)");
 }
 
+namespace {
+
+bool has_symbolic_attr(const AttrMap& attrs) {
+  for (const auto& [name, attr] : attrs)
+    if (const auto* syms = std::get_if<std::vector<SymInt>>(&attr))
+      if (!is_static(*syms)) return true;
+  return false;
+}
+
+}  // namespace
+
 std::vector<Value*> NodeContext::emit_multi(OpKind kind, const std::vector<Value*>& inputs,
                                             const AttrMap& attrs) {
-  bool all_constant = !inputs.empty();
+  bool all_constant = !inputs.empty() && !has_symbolic_attr(attrs);
   for (Value* v : inputs) all_constant = all_constant && constant_of(v) != nullptr;
-  if (!all_constant) return ctx_.graph.add_node(kind, inputs, attrs, provenance_)->outputs;
+  if (!all_constant) {
+    // Shape arithmetic on symbolic dims folds to SymInt expressions; other ops run with the graph.
+    std::vector<ShapeValues> known;
+    for (Value* v : inputs)
+      if (std::optional<ShapeValues> k = shape_values_of(v)) known.push_back(std::move(*k));
+    Node* node = ctx_.graph.add_node(kind, inputs, attrs, provenance_);
+    if (known.size() != inputs.size() || node->outputs.size() != 1) return node->outputs;
+    std::optional<ShapeValues> folded =
+        fold_shape_values(kind, known, node->attrs, node->outputs[0]->type);
+    return {folded ? shape_value(*folded) : node->outputs[0]};
+  }
   // Import-time folding on the cpu reference: shape arithmetic becomes attributes downstream.
   std::vector<Tensor> args;
   for (Value* v : inputs) args.push_back(literal_to_tensor(*constant_of(v)));
@@ -198,6 +230,24 @@ Value* NodeContext::constant_value(const Literal& literal) {
   AttrMap attrs;
   attrs.set("value", std::make_shared<const Literal>(literal));
   return ctx_.graph.add_node(OpKind::Constant, {}, attrs, provenance_)->output();
+}
+
+Value* NodeContext::shape_value(const ShapeValues& sym) {
+  if (is_static(sym.values)) {
+    Literal lit;
+    lit.dtype = sym.dtype;
+    if (!sym.scalar) lit.shape = {int64_t(sym.values.size())};
+    lit.bytes.resize(sym.values.size() * dtype_size(sym.dtype));
+    for (size_t i = 0; i < sym.values.size(); ++i) {
+      const int64_t v = sym.values[i].value();
+      convert_elements(&v, DType::I64, lit.bytes.data() + i * dtype_size(sym.dtype), sym.dtype, 1);
+    }
+    return constant_value(lit);
+  }
+  return ctx_.graph
+      .add_node(OpKind::SymInts, {},
+                {{"values", sym.values}, {"dtype", sym.dtype}, {"scalar", sym.scalar}}, provenance_)
+      ->output();
 }
 
 Value* NodeContext::scalar(double value, DType dtype) {

@@ -5,6 +5,7 @@
 #include <functional>
 #include <map>
 #include <memory>
+#include <optional>
 #include <set>
 #include <string>
 #include <vector>
@@ -29,6 +30,25 @@ struct NeedInputValue {
 
 class ImportContext;
 
+// An integer tensor of rank 0 or 1 known at import as SymInt expressions over the model's
+// symbolic dims: what Shape gives of a tensor with symbolic dims, and the arithmetic exporters
+// build on it (Gather, Unsqueeze, Concat, Div, ...). A `sym_ints` node holds it in the graph, so
+// a reader that uses it as data computes it at run time; a fully static one is a constant.
+struct ShapeValues {
+  DType dtype = DType::I64;
+  bool scalar = false;  // 0-d (one value) rather than 1-d
+  std::vector<SymInt> values;
+};
+
+// The integers of `v` when known at import: a small integer or bool constant, or a sym_ints node.
+std::optional<ShapeValues> shape_values_of(const Value* v);
+
+// `kind` (attributes completed, result type `out`) on known integers, as SymInt arithmetic.
+// nullopt where shape computations do not use the op: the node is then emitted and runs with the
+// graph. Comparisons decide by the symbols' hints and record guards.
+std::optional<ShapeValues> fold_shape_values(OpKind kind, const std::vector<ShapeValues>& inputs,
+                                             const AttrMap& attrs, const TensorType& out);
+
 // What an op mapping sees: one ONNX node, its operands and attributes, and ways to emit kiln ops.
 class NodeContext {
  public:
@@ -48,6 +68,9 @@ class NodeContext {
   // The value, or kiln::Error / Unsupported saying the operand `what` must be constant.
   const Literal& require_constant(size_t i, const std::string& what) const;
   std::vector<int64_t> constant_ints(size_t i, const std::string& what) const;
+  // Like constant_ints, but the values may be expressions of the symbolic dims (a shape operand
+  // computed from Shape).
+  std::vector<SymInt> sym_ints(size_t i, const std::string& what) const;
   std::vector<double> constant_floats(size_t i, const std::string& what) const;
 
   size_t num_outputs() const { return size_t(node_.output_size()); }
@@ -72,6 +95,7 @@ class NodeContext {
   std::vector<Value*> emit_multi(OpKind kind, const std::vector<Value*>& inputs,
                                  const AttrMap& attrs = {});
   Value* constant_value(const Literal& literal);
+  Value* shape_value(const ShapeValues& values);  // a constant when every value is static
   Value* scalar(double value, DType dtype);
   Value* cast(Value* v, DType dtype);  // no-op when already dtype
   Value* reshape(Value* v, const Shape& shape);
@@ -115,6 +139,14 @@ class ImportContext {
   std::map<std::string, Value*> values;       // ONNX value name -> kiln value
   std::set<std::string> real_inputs;          // names of the model's graph inputs
   std::set<const Value*> initializer_values;  // constants that came from initializers
+};
+
+// Shape decisions made on symbolic dims while importing, each with the node that made it.
+class ImportGuards : public GuardSink {
+ public:
+  void record(const ShapeGuard& guard) override { guards.push_back({guard, node}); }
+  std::string node;  // the node being mapped
+  std::vector<ImportGuard> guards;
 };
 
 // The literal held by a `constant` node's output, else nullptr.

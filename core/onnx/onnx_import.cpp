@@ -55,6 +55,7 @@ struct Importer {
 
   std::vector<std::string> unsupported;
   std::set<std::string> poisoned;  // values of unsupported nodes: readers are skipped
+  ImportGuards guards;
 
   std::vector<int64_t> actual_shape(const std::string& name) const {
     if (auto it = options.input_shapes.find(name); it != options.input_shapes.end()) return it->second;
@@ -127,6 +128,7 @@ struct Importer {
     for (const auto& in : node.input())
       if (poisoned.count(in)) return poison();
     NodeContext n(ctx, node, opset);
+    guards.node = n.provenance().origins[0].imported;
     try {
       it->second(n);
     } catch (const Unsupported& u) {
@@ -184,7 +186,11 @@ struct Importer {
       v->name = name;
       ctx.values[name] = v;
     }
-    for (const auto& node : graph.node()) map_node(ctx, node);
+    {
+      GuardSinkScope record_guards(&guards);
+      for (const auto& node : graph.node()) map_node(ctx, node);
+    }
+    result.guards = std::move(guards.guards);
 
     if (!unsupported.empty()) {
       std::string msg = "onnx import: '" + path + "' uses " + std::to_string(unsupported.size()) +
@@ -274,7 +280,7 @@ ImportedModel import_onnx(const std::string& path, const ImportOptions& options)
   std::set<std::string> fixed;
   for (;;) {
     try {
-      detail::Importer importer{model, path, options, fixed, opset, {}, {}};
+      detail::Importer importer{model, path, options, fixed, opset, {}, {}, {}};
       return importer.run();
     } catch (const detail::NeedInputValue& need) {
       size_t before = fixed.size();

@@ -55,6 +55,13 @@ struct ModelIO {
   TensorType type;
 };
 
+// A shape decision the import made on symbolic dims (`seq <= 32` where a node slices a 32-row
+// mask to the sequence length), and the node that made it. Every run re-checks it.
+struct ImportGuard {
+  ShapeGuard guard;
+  std::string node;  // "/attn/Slice (Slice)"
+};
+
 struct ImportedModel {
   Graph graph;                   // inputs: `inputs` in order, then one per captured tensor
   std::vector<Tensor> captured;  // cpu tensors bound to the trailing graph inputs
@@ -62,7 +69,13 @@ struct ImportedModel {
   std::vector<ModelIO> outputs;
   int64_t opset = 0;
   std::string producer;          // "pytorch 1.13", from the model's producer fields
+  std::vector<ImportGuard> guards;
 };
+
+// Throws kiln::Error when `inputs` (bound to `model_inputs` in order) break one of `guards`,
+// naming the decision, its node and the symbol values. EagerModel and CompiledModel check every run.
+void check_import_guards(const std::vector<ModelIO>& model_inputs,
+                         const std::vector<ImportGuard>& guards, const std::vector<Tensor>& inputs);
 
 // Reads and converts `path`. Throws kiln::Error for unreadable, malformed or truncated files,
 // missing external data, opsets outside [1, 17], shape conflicts, and unsupported ops (all of
@@ -100,7 +113,8 @@ class EagerModel {
 
  private:
   Device device_;
-  size_t num_inputs_ = 0;
+  std::vector<ModelIO> inputs_;
+  std::vector<ImportGuard> guards_;
   Graph graph_;                // constants replaced by inputs bound to `bound_`
   std::vector<Tensor> bound_;  // on the device, bound after the model's inputs
 };
@@ -123,7 +137,8 @@ class CompiledModel {
 
  private:
   Device device_;
-  size_t num_inputs_ = 0;
+  std::vector<ModelIO> inputs_;
+  std::vector<ImportGuard> guards_;
   Graph graph_;
   std::vector<PassRecord> passes_;
   std::vector<Tensor> weights_;  // on the device, bound after the model's inputs

@@ -1,6 +1,8 @@
 // ONNX data-movement and constant ops -> kiln shape ops: Reshape, Transpose, Concat, Split, Slice,
 // Squeeze/Unsqueeze, Gather/GatherElements, Expand, Tile, Pad, DepthToSpace/SpaceToDepth, and the
 // ops computed at import time (Shape, Size, Constant, ConstantOfShape, Range, EyeLike, Trilu's mask).
+// Shape and Size of symbolic dims give SymInt expressions (shape_values.cpp), which Reshape,
+// Expand, Slice and ConstantOfShape take as operands.
 #include <cmath>
 #include <cstring>
 
@@ -58,13 +60,15 @@ Value* wrap_indices(N& n, Value* idx, const SymInt& size) {
   return n.emit(OpKind::Where, {neg, up, idx});
 }
 
+Shape syms(const Ints& v) { return {v.begin(), v.end()}; }
+
 void map_reshape(N& n) {
   Value* x = n.input(0);
-  Ints target = n.opset() < 5 ? n.attr_ints("shape") : n.constant_ints(1, "shape");
+  const Shape target = n.opset() < 5 ? syms(n.attr_ints("shape")) : n.sym_ints(1, "shape");
   const bool allow_zero = n.attr_int("allowzero", 0) != 0;
   Shape out;
   for (size_t i = 0; i < target.size(); ++i) {
-    if (target[i] == 0 && !allow_zero) {
+    if (target[i].is_static() && target[i].value() == 0 && !allow_zero) {
       if (i >= x->type.rank()) n.fail("shape has a 0 (copy) beyond the input's rank");
       out.push_back(x->type.shape[i]);
     } else {
@@ -102,14 +106,15 @@ void map_split(N& n) {
 
 void map_slice(N& n) {
   Value* x = n.input(0);
-  Ints starts, ends, axes, steps;
+  Shape starts, ends;
+  Ints axes, steps;
   if (n.opset() < 10) {
-    starts = n.attr_ints("starts");
-    ends = n.attr_ints("ends");
+    starts = syms(n.attr_ints("starts"));
+    ends = syms(n.attr_ints("ends"));
     axes = n.attr_ints("axes");
   } else {
-    starts = n.constant_ints(1, "starts");
-    ends = n.constant_ints(2, "ends");
+    starts = n.sym_ints(1, "starts");
+    ends = n.sym_ints(2, "ends");
     if (n.has_input(3)) axes = n.constant_ints(3, "axes");
     if (n.has_input(4)) steps = n.constant_ints(4, "steps");
   }
@@ -226,19 +231,31 @@ void map_constant(N& n) {
 }
 
 void map_constant_of_shape(N& n) {
-  const Ints shape = n.constant_ints(0, "shape");
+  const Shape shape = n.sym_ints(0, "shape");
   Literal value = {DType::F32, {}, std::vector<uint8_t>(4, 0)};
   if (n.has_attr("value")) value = n.attr_tensor("value");
   if (value.numel() != 1) n.fail("value must hold one element");
-  for (int64_t d : shape)
-    if (d < 0) n.fail("shape has a negative size");
-  n.set_output(0, n.constant_value(filled(value, shape)));
+  for (const SymInt& d : shape)
+    if (d.is_static() && d.value() < 0) n.fail("shape has a negative size");
+  value.shape.clear();
+  if (is_static(shape)) return n.set_output(0, n.constant_value(filled(value, static_dims(shape))));
+  // A symbolic size: the value broadcast at run time.
+  n.set_output(0, n.emit(OpKind::Expand, {n.constant_value(value)}, {{"shape", shape}}));
+}
+
+// A scalar operand of Range: it fixes the output's length, so it must be known at import.
+double range_operand(N& n, size_t i, const std::string& what) {
+  if (std::optional<ShapeValues> sym = shape_values_of(n.input(i)))
+    if (!is_static(sym->values))
+      n.unsupported("Range with a symbolic " + what + " (" + shape_str(sym->values) +
+                    "): its length varies with the input sizes");
+  return n.require_constant(i, what).element(0);
 }
 
 void map_range(N& n) {
+  const double s = range_operand(n, 0, "start"), limit = range_operand(n, 1, "limit"),
+               delta = range_operand(n, 2, "delta");
   const Literal& start = n.require_constant(0, "start");
-  const double s = start.element(0), limit = n.require_constant(1, "limit").element(0),
-               delta = n.require_constant(2, "delta").element(0);
   if (delta == 0) n.fail("delta must not be 0");
   const int64_t count = std::max<int64_t>(0, int64_t(std::ceil((limit - s) / delta)));
   std::vector<double> v(static_cast<size_t>(count));
@@ -293,8 +310,7 @@ void register_tensor_ops(OpTable& t) {
   t["Gather"] = [](N& n) { map_gather(n, false); };
   t["GatherElements"] = [](N& n) { map_gather(n, true); };
   t["Expand"] = [](N& n) {
-    const Ints shape = n.constant_ints(1, "shape");
-    n.set_output(0, n.emit(OpKind::Expand, {n.input(0)}, {{"shape", make_shape(shape)}}));
+    n.set_output(0, n.emit(OpKind::Expand, {n.input(0)}, {{"shape", n.sym_ints(1, "shape")}}));
   };
   t["Tile"] = [](N& n) {
     n.set_output(0, n.emit(OpKind::Tile, {n.input(0)}, {{"repeats", n.constant_ints(1, "repeats")}}));
@@ -303,18 +319,14 @@ void register_tensor_ops(OpTable& t) {
   t["DepthToSpace"] = [](N& n) { map_space_depth(n, true); };
   t["SpaceToDepth"] = [](N& n) { map_space_depth(n, false); };
   t["Shape"] = [](N& n) {
-    Ints s = static_shape(n, n.input_type(0), "Shape");
+    const Shape& s = n.input_type(0).shape;
     const int64_t rank = int64_t(s.size());
     auto clampi = [&](int64_t v) { return std::clamp<int64_t>(v < 0 ? v + rank : v, 0, rank); };
     const int64_t b = clampi(n.attr_int("start", 0)), e = clampi(n.attr_int("end", rank));
-    Ints part(s.begin() + b, s.begin() + std::max(b, e));
-    n.set_output(0, n.constant_value(ints_literal(part, {int64_t(part.size())})));
+    n.set_output(0, n.shape_value({DType::I64, false, Shape(s.begin() + b, s.begin() + std::max(b, e))}));
   };
   t["Size"] = [](N& n) {
-    const Ints s = static_shape(n, n.input_type(0), "Size");
-    int64_t count = 1;
-    for (int64_t d : s) count *= d;
-    n.set_output(0, n.constant_value(ints_literal({count}, {})));
+    n.set_output(0, n.shape_value({DType::I64, true, {numel(n.input_type(0).shape)}}));
   };
   t["Constant"] = map_constant;
   t["ConstantOfShape"] = map_constant_of_shape;

@@ -31,8 +31,29 @@ Literal tensor_to_literal(const Tensor& tensor) {
   return lit;
 }
 
+void check_import_guards(const std::vector<ModelIO>& model_inputs,
+                         const std::vector<ImportGuard>& guards, const std::vector<Tensor>& inputs) {
+  if (guards.empty()) return;
+  std::map<std::string, int64_t> bindings;  // each bare-symbol input dim takes the given size
+  for (size_t i = 0; i < model_inputs.size() && i < inputs.size(); ++i) {
+    const Shape& declared = model_inputs[i].type.shape;
+    for (size_t d = 0; d < declared.size() && d < size_t(inputs[i].dim()); ++d)
+      if (!declared[d].is_static()) bindings.emplace(declared[d].str(), inputs[i].sizes()[d]);
+  }
+  for (const ImportGuard& g : guards) {
+    const ShapeGuard& s = g.guard;
+    if (decide(s.lhs.evaluate(bindings), s.op, s.rhs.evaluate(bindings)) == s.result) continue;
+    std::string sizes;
+    for (const auto& [name, value] : bindings) sizes += (sizes.empty() ? "" : ", ") + name + "=" + std::to_string(value);
+    throw Error("onnx model: the input sizes (" + sizes + ") break a shape decision made at import: " +
+                s.lhs.str() + " " + guard_op_text(s.op) + " " + s.rhs.str() + " was " +
+                (s.result ? "true" : "false") + " at node " + g.node +
+                "; import the model again with these sizes (ImportOptions::input_shapes)");
+  }
+}
+
 EagerModel::EagerModel(const ImportedModel& model, Device device)
-    : device_(device), num_inputs_(model.inputs.size()), graph_(model.graph.clone()) {
+    : device_(device), inputs_(model.inputs), guards_(model.guards), graph_(model.graph.clone()) {
   for (const Tensor& t : model.captured) bound_.push_back(t.to(device));
   // The interpreter runs input-less nodes (constants) on cpu; bind them as device inputs instead.
   for (Node* n : graph_.nodes()) {
@@ -45,9 +66,10 @@ EagerModel::EagerModel(const ImportedModel& model, Device device)
 }
 
 std::vector<Tensor> EagerModel::run(const std::vector<Tensor>& inputs) {
-  if (inputs.size() != num_inputs_)
-    throw Error("EagerModel::run: the model has " + std::to_string(num_inputs_) + " inputs, " +
+  if (inputs.size() != inputs_.size())
+    throw Error("EagerModel::run: the model has " + std::to_string(inputs_.size()) + " inputs, " +
                 std::to_string(inputs.size()) + " were given");
+  check_import_guards(inputs_, guards_, inputs);
   std::vector<Tensor> args;
   for (const Tensor& t : inputs) args.push_back(t.to(device_));
   args.insert(args.end(), bound_.begin(), bound_.end());
@@ -61,7 +83,7 @@ std::vector<Tensor> run_model(const ImportedModel& model, const std::vector<Tens
 
 CompiledModel::CompiledModel(const ImportedModel& model, Device device, const ProgramOptions& options,
                              const PipelineOptions& pipeline)
-    : device_(device), num_inputs_(model.inputs.size()), graph_(model.graph.clone()) {
+    : device_(device), inputs_(model.inputs), guards_(model.guards), graph_(model.graph.clone()) {
   for (const Tensor& t : model.captured) weights_.push_back(t.to(device));
   CompiledGraph compiled = compile_graph(graph_, device, {pipeline, options});
   passes_ = std::move(compiled.passes);
@@ -69,9 +91,10 @@ CompiledModel::CompiledModel(const ImportedModel& model, Device device, const Pr
 }
 
 std::vector<Tensor> CompiledModel::bind(const std::vector<Tensor>& inputs) const {
-  if (inputs.size() != num_inputs_)
-    throw Error("CompiledModel::run: the model has " + std::to_string(num_inputs_) + " inputs, " +
+  if (inputs.size() != inputs_.size())
+    throw Error("CompiledModel::run: the model has " + std::to_string(inputs_.size()) + " inputs, " +
                 std::to_string(inputs.size()) + " were given");
+  check_import_guards(inputs_, guards_, inputs);
   std::vector<Tensor> args;
   for (const Tensor& t : inputs) args.push_back(t.to(device_));
   args.insert(args.end(), weights_.begin(), weights_.end());

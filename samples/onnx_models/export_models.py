@@ -9,6 +9,11 @@ are built with weights=None and initialised from torch.manual_seed.
   /usr/bin/python3 samples/onnx_models/export_models.py --out DIR [--only a,b] [--small]
 
 --small exports only the small models (each well under 2 MB), the set CTest exports and checks.
+
+The *_dynamic models are exported with dynamic axes (torch.onnx.export's dynamic_axes, the usual
+way to export for deployment): their input dims are dim_params such as "batch" and "seq", and each
+case holds three test data sets at different sizes, so one import and one compile must serve all
+three.
 """
 import argparse
 import math
@@ -151,6 +156,59 @@ class BiRnnRelu(nn.Module):
         return self.rnn(x)
 
 
+class Encoder(nn.Module):
+    """nn.TransformerEncoder (2 batch-first post-norm layers, d=64, 4 heads, GELU), eval mode."""
+
+    def __init__(self, d=64, heads=4, layers=2):
+        super().__init__()
+        layer = nn.TransformerEncoderLayer(d, heads, dim_feedforward=2 * d, dropout=0.0,
+                                           activation="gelu", batch_first=True)
+        self.encoder = nn.TransformerEncoder(layer, layers, enable_nested_tensor=False)
+
+    def forward(self, x):
+        return self.encoder(x)
+
+
+class ChannelShuffleNet(nn.Module):
+    """ShuffleNetV2's unit in small: a grouped 1x1 conv, a channel shuffle that reshapes with the
+    runtime batch (x.size(0)), a depthwise 3x3 conv, then global pooling and a linear head."""
+
+    def __init__(self, channels=16, groups=4):
+        super().__init__()
+        self.groups = groups
+        self.conv1 = nn.Conv2d(3, channels, 3, padding=1)
+        self.conv2 = nn.Conv2d(channels, channels, 1, groups=groups)
+        self.dw = nn.Conv2d(channels, channels, 3, padding=1, groups=channels)
+        self.fc = nn.Linear(channels, 10)
+
+    def forward(self, x):
+        y = F.relu(self.conv2(F.relu(self.conv1(x))))
+        b, c, h, w = y.size()
+        y = y.view(b, self.groups, c // self.groups, h, w).transpose(1, 2).contiguous()
+        y = F.relu(self.dw(y.view(b, -1, h, w)))
+        return self.fc(torch.flatten(F.adaptive_avg_pool2d(y, 1), 1))
+
+
+class AudioConv1d(nn.Module):
+    """A small keyword-spotting net over a waveform: strided conv1d stack, batch norm, relu, a
+    mean over time and a linear head."""
+
+    def __init__(self):
+        super().__init__()
+        self.conv1 = nn.Conv1d(1, 16, 9, stride=4, padding=4)
+        self.bn1 = nn.BatchNorm1d(16)
+        self.conv2 = nn.Conv1d(16, 32, 5, stride=2, padding=2)
+        self.fc = nn.Linear(32, 12)
+        with torch.no_grad():
+            self.bn1.running_mean.copy_(torch.randn(16) * 0.1)
+            self.bn1.running_var.copy_(torch.rand(16) + 0.5)
+
+    def forward(self, x):
+        y = F.relu(self.bn1(self.conv1(x)))
+        y = F.relu(self.conv2(y))
+        return self.fc(y.mean(dim=2))
+
+
 def torchvision_model(name, shape=(1, 3, 224, 224)):
     """A torchvision model with seeded weights and batch-norm statistics measured on seeded random
     images: with the default running statistics (mean 0, variance 1) activations shrink layer by
@@ -191,59 +249,88 @@ MODELS = {
     "vit_b_16": (lambda: torchvision_model("vit_b_16"), [1, 3, 224, 224], 14, False),
 }
 
+# name -> (builder, three input shapes, the input's dynamic axes, opset), all small.
+DYNAMIC_MODELS = {
+    "gpt2_block_small_dynamic": (lambda: Gpt2Block(128, 4, 32), [[1, 32, 128], [3, 16, 128], [2, 7, 128]],
+                                 {0: "batch", 1: "seq"}, 14),
+    "transformer_encoder_dynamic": (lambda: Encoder(), [[1, 10, 64], [4, 10, 64], [2, 23, 64]],
+                                    {0: "batch", 1: "seq"}, 14),
+    # The recurrent nets unroll over time at import, so their sequence length stays static.
+    "lstm_dynamic": (lambda: Lstm(), [[1, 16, 32], [5, 16, 32], [3, 16, 32]], {0: "batch"}, 14),
+    "gru_bidirectional_dynamic": (lambda: BiGru(), [[1, 12, 16], [4, 12, 16], [2, 12, 16]],
+                                  {0: "batch"}, 14),
+    "channel_shuffle_dynamic": (lambda: ChannelShuffleNet(), [[1, 3, 16, 16], [4, 3, 16, 16], [7, 3, 16, 16]],
+                                {0: "batch"}, 14),
+    "audio_conv1d_dynamic": (lambda: AudioConv1d(), [[1, 1, 800], [4, 1, 800], [3, 1, 1600]],
+                             {0: "batch", 2: "time"}, 14),
+}
+
 
 def write_tensor(path, array, name):
     with open(path, "wb") as f:
         f.write(numpy_helper.from_array(np.ascontiguousarray(array), name).SerializeToString())
 
 
+def flat_outputs(outputs):
+    """A tuple of tensors: one level of nesting flattened ((y, h) from a GRU, (y, (h, c)))."""
+    if isinstance(outputs, torch.Tensor):
+        return (outputs,)
+    flat = []
+    for o in outputs:
+        flat.extend(o if isinstance(o, (tuple, list)) else [o])
+    return tuple(flat)
+
+
 def export(name, out_dir):
-    build, shape, opset, _ = MODELS[name]
+    if name in DYNAMIC_MODELS:
+        build, shapes, axes, opset = DYNAMIC_MODELS[name]
+    else:
+        build, shape, opset, _ = MODELS[name]
+        shapes, axes = [shape], None
     torch.manual_seed(0)
     model = build().eval()
     gen = torch.Generator().manual_seed(1)
-    x = torch.randn(*shape, generator=gen)
+    xs = [torch.randn(*shape, generator=gen) for shape in shapes]
     with torch.no_grad():
-        outputs = model(x)
-    if isinstance(outputs, torch.Tensor):
-        outputs = (outputs,)
-    else:  # flatten one level of nesting ((y, h) from a GRU, (y, (h, c)) already flat)
-        flat = []
-        for o in outputs:
-            flat.extend(o if isinstance(o, (tuple, list)) else [o])
-        outputs = tuple(flat)
+        results = [flat_outputs(model(x)) for x in xs]
     case = os.path.join(out_dir, name)
-    data = os.path.join(case, "test_data_set_0")
-    os.makedirs(data, exist_ok=True)
+    os.makedirs(case, exist_ok=True)
     input_names = ["input"]
-    output_names = ["output"] if len(outputs) == 1 else [f"output_{i}" for i in range(len(outputs))]
+    count = len(results[0])
+    output_names = ["output"] if count == 1 else [f"output_{i}" for i in range(count)]
     # Traced with autograd on: under no_grad, nn.MultiheadAttention (ViT) takes its fused fast
     # path, which has no ONNX export.
-    torch.onnx.export(model, (x,), os.path.join(case, "model.onnx"), opset_version=opset,
+    torch.onnx.export(model, (xs[0],), os.path.join(case, "model.onnx"), opset_version=opset,
                       input_names=input_names, output_names=output_names,
+                      dynamic_axes={input_names[0]: axes} if axes else None,
                       do_constant_folding=True)
     onnx.checker.check_model(os.path.join(case, "model.onnx"))
-    write_tensor(os.path.join(data, "input_0.pb"), x.numpy(), input_names[0])
-    for i, (o, oname) in enumerate(zip(outputs, output_names)):
-        write_tensor(os.path.join(data, f"output_{i}.pb"), o.numpy(), oname)
+    for k, (x, outputs) in enumerate(zip(xs, results)):
+        data = os.path.join(case, f"test_data_set_{k}")
+        os.makedirs(data, exist_ok=True)
+        write_tensor(os.path.join(data, "input_0.pb"), x.numpy(), input_names[0])
+        for i, (o, oname) in enumerate(zip(outputs, output_names)):
+            write_tensor(os.path.join(data, f"output_{i}.pb"), o.numpy(), oname)
     size = os.path.getsize(os.path.join(case, "model.onnx"))
-    print(f"{name}: opset {opset}, input {list(shape)}, {len(outputs)} output(s), "
-          f"model.onnx {size / 1e6:.2f} MB -> {case}")
+    sizes = ", ".join("x".join(map(str, s)) for s in shapes)
+    print(f"{name}: opset {opset}, input {sizes}{' (dynamic ' + str(axes) + ')' if axes else ''}, "
+          f"{count} output(s), model.onnx {size / 1e6:.2f} MB -> {case}")
 
 
 def main():
     parser = argparse.ArgumentParser(description=__doc__,
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--out", required=True, help="directory to write <name>/ cases into")
-    parser.add_argument("--only", default="", help="comma-separated model names: " + ",".join(MODELS))
+    known = list(MODELS) + list(DYNAMIC_MODELS)
+    parser.add_argument("--only", default="", help="comma-separated model names: " + ",".join(known))
     parser.add_argument("--small", action="store_true", help="only the small models")
     args = parser.parse_args()
-    names = [n for n in MODELS if not args.small or MODELS[n][3]]
+    names = [n for n in MODELS if not args.small or MODELS[n][3]] + list(DYNAMIC_MODELS)
     if args.only:
         wanted = [n.strip() for n in args.only.split(",") if n.strip()]
-        unknown = [n for n in wanted if n not in MODELS]
+        unknown = [n for n in wanted if n not in known]
         if unknown:
-            sys.exit(f"unknown model(s) {', '.join(unknown)}; known: {', '.join(MODELS)}")
+            sys.exit(f"unknown model(s) {', '.join(unknown)}; known: {', '.join(known)}")
         names = [n for n in names if n in wanted]
     torch.set_num_threads(max(1, os.cpu_count() or 1))
     for name in names:

@@ -262,6 +262,9 @@ std::vector<Case> build_table() {
     t.push_back({"tile" + s, O::Tile, {{"repeats", I{2, 1, 3}}}, {{d, {2, 3, 2}}}});
   }
   t.push_back({"constant_rank0", O::Constant, {{"value", literal_of(DType::F32, {})}}, {}});
+  t.push_back({"sym_ints_i64", O::SymInts, {{"values", std::vector<SymInt>{7, 0, -3, 12}}}, {}});
+  t.push_back({"sym_ints_i32_scalar", O::SymInts,
+               {{"values", std::vector<SymInt>{5}}, {"dtype", DType::I32}, {"scalar", true}}, {}});
   t.push_back({"reshape_to_rank0", O::Reshape, {{"shape", std::vector<SymInt>{}}}, {{DType::F32, {1, 1}}}});
   t.push_back({"permute_rank1", O::Permute, {{"dims", I{0}}}, {{DType::F32, {5}}}});
   t.push_back({"slice_default_axes", O::Slice, {{"starts", I{0, 1}}, {"ends", I{100, 3}}}, {{DType::F32, {3, 4}}}});

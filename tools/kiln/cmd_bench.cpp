@@ -16,7 +16,8 @@ namespace {
 const char* kHelp =
     "usage: kiln bench MODEL.onnx [--backend cpu|ref|vulkan|cuda|all]\n"
     "                  [--mode default|reduce-overhead|max-autotune] [--reps N] [--warmup N]\n"
-    "                  [--input name=file.pb ...] [--json] [--compile-only]\n"
+    "                  [--input name=file.pb ...] [--shape name=AxB|symbol=N ...]\n"
+    "                  [--sizes [symbol=]1,8,32] [--json] [--compile-only]\n"
     "\n"
     "Times MODEL.onnx on each device eagerly (the interpreter, one kernel per op) and compiled\n"
     "(pass pipeline, fused kernels, memory plan): median ms of --reps runs (default 10) after\n"
@@ -27,15 +28,49 @@ const char* kHelp =
     "arena) and the max abs difference between compiled and eager outputs.\n"
     "  --json            one JSON object per device, in an array, instead of the table\n"
     "  --compile-only    only compile (and run once): compile time, kernels and memory; for\n"
-    "                    cold vs warm compile times, run it twice with the same KILN_CACHE_DIR\n";
+    "                    cold vs warm compile times, run it twice with the same KILN_CACHE_DIR\n"
+    "  --sizes S=1,8,32  for a model with symbolic dims: compile once per device, then time eager\n"
+    "                    and compiled runs at each value of symbol S (default: the first input's\n"
+    "                    first symbolic dim, as batch), one row per size\n";
+
+struct SizeResult {
+  int64_t size = 0;
+  double eager_ms = NAN, compiled_ms = NAN, max_abs_diff = NAN;
+};
 
 struct Result {
   Device device = Device::cpu();
   std::string description;
   double eager_ms = NAN, compiled_ms = NAN, compile_ms = 0, max_abs_diff = NAN;  // NaN: not measured
   ProgramStats stats;
+  std::vector<SizeResult> sizes;  // --sizes: one compile, timed at each size
   std::string failure;
 };
+
+// --sizes [symbol=]1,8,32
+std::pair<std::string, std::vector<int64_t>> parse_sizes(const std::string& text) {
+  const size_t eq = text.find('=');
+  const std::string symbol = eq == std::string::npos ? "" : text.substr(0, eq);
+  std::vector<int64_t> sizes;
+  size_t at = eq == std::string::npos ? 0 : eq + 1;
+  while (at <= text.size()) {
+    const size_t comma = std::min(text.find(',', at), text.size());
+    const std::string part = text.substr(at, comma - at);
+    if (part.empty() || part.find_first_not_of("0123456789") != std::string::npos || std::stoll(part) < 1)
+      throw Error("--sizes takes [symbol=]N,N,... with sizes >= 1, got '" + text + "'");
+    sizes.push_back(std::stoll(part));
+    at = comma + 1;
+  }
+  return {symbol, sizes};
+}
+
+// The first symbolic dim of the model's inputs (batch, for most exports).
+std::string first_symbol(const std::string& model_path) {
+  for (const onnx::ModelIO& io : onnx::import_onnx(model_path).inputs)
+    for (const SymInt& d : io.type.shape)
+      if (!d.is_static()) return d.str();
+  throw Error("--sizes: " + model_path + " has no symbolic dims (export it with dynamic axes)");
+}
 
 std::string json_string(const std::string& s) {
   std::string out = "\"";
@@ -68,18 +103,26 @@ void print_json(const std::string& model, CompileMode mode, const std::vector<Re
                 json_string(r.device.name()).c_str(), json_string(r.description).c_str(),
                 json_string(compile_mode_name(mode)).c_str());
     if (!r.failure.empty()) {
-      std::printf(", \"error\": %s}", json_string(r.failure).c_str());
+      std::printf(", \"error\": %s", json_string(r.failure).c_str());
     } else {
       std::printf(", \"eager_ms\": %s, \"compiled_ms\": %s, \"speedup\": %s, \"compile_ms\": %s, "
                   "\"kernels\": %lld, \"nodes\": %lld, \"naive_bytes\": %lld, "
-                  "\"lower_bound_bytes\": %lld, \"planned_bytes\": %lld, \"max_abs_diff\": %s}",
+                  "\"lower_bound_bytes\": %lld, \"planned_bytes\": %lld, \"max_abs_diff\": %s",
                   json_number(r.eager_ms).c_str(), json_number(r.compiled_ms).c_str(),
                   json_number(r.eager_ms / r.compiled_ms).c_str(), json_number(r.compile_ms).c_str(),
                   (long long)r.stats.kernels, (long long)r.stats.nodes,
                   (long long)r.stats.naive_bytes, (long long)r.stats.lower_bound_bytes,
                   (long long)r.stats.planned_bytes, json_number(r.max_abs_diff).c_str());
     }
-    std::printf("%s\n", i + 1 < results.size() ? "," : "");
+    if (!r.sizes.empty() && r.failure.empty()) {
+      std::printf(", \"sizes\": [");
+      for (size_t k = 0; k < r.sizes.size(); ++k)
+        std::printf("%s{\"size\": %lld, \"eager_ms\": %s, \"compiled_ms\": %s, \"max_abs_diff\": %s}",
+                    k ? ", " : "", (long long)r.sizes[k].size, json_number(r.sizes[k].eager_ms).c_str(),
+                    json_number(r.sizes[k].compiled_ms).c_str(), json_number(r.sizes[k].max_abs_diff).c_str());
+      std::printf("]");
+    }
+    std::printf("}%s\n", i + 1 < results.size() ? "," : "");
   }
   std::printf("]\n");
 }
@@ -108,12 +151,24 @@ void print_table(const std::vector<Result>& results) {
   }
 }
 
+void print_sizes_table(const std::string& symbol, const std::vector<Result>& results) {
+  std::printf("\nat each %s, one compile per device:\n", symbol.c_str());
+  std::printf("%-10s %8s %9s %11s %7s %12s %9s\n", "device", symbol.c_str(), "eager ms", "compiled ms",
+              "ratio", "ms per item", "max diff");
+  for (const Result& r : results)
+    for (const SizeResult& s : r.sizes)
+      std::printf("%-10s %8lld %9.3f %11.3f %7.2f %12.4f %9.2g\n", r.device.name().c_str(),
+                  (long long)s.size, s.eager_ms, s.compiled_ms, s.eager_ms / s.compiled_ms,
+                  s.compiled_ms / double(s.size), s.max_abs_diff);
+}
+
 }  // namespace
 
 int cmd_bench(const std::vector<std::string>& args) {
   ModelOptions options;
   int reps = 10, warmup = 2;
   bool json = false, compile_only = false;
+  std::string sizes_text;
   for (size_t i = 0; i < args.size(); ++i) {
     const std::string& a = args[i];
     if (a == "--help" || a == "-h") {
@@ -123,6 +178,8 @@ int cmd_bench(const std::vector<std::string>& args) {
       json = true;
     } else if (a == "--compile-only") {
       compile_only = true;
+    } else if (a == "--sizes" && i + 1 < args.size()) {
+      sizes_text = args[++i];
     } else if (a == "--reps" && i + 1 < args.size()) {
       reps = std::stoi(args[++i]);
     } else if (a == "--warmup" && i + 1 < args.size()) {
@@ -141,11 +198,18 @@ int cmd_bench(const std::vector<std::string>& args) {
   throw Error("kiln was built without ONNX support; install libprotobuf-dev, protobuf-compiler "
               "and libonnx-dev, then reconfigure");
 #else
+  auto [symbol, sizes] = sizes_text.empty() ? std::pair<std::string, std::vector<int64_t>>{}
+                                             : parse_sizes(sizes_text);
+  if (!sizes.empty()) {
+    if (compile_only) throw Error("--sizes times runs; it does not go with --compile-only");
+    if (symbol.empty()) symbol = first_symbol(options.model_path);
+    options.shapes.emplace_back(symbol, std::to_string(sizes[0]));  // the first size is the hint
+  }
   LoadedModel loaded = load_model(options, [&](const std::string& line) {
     if (!json) std::printf("%s\n", line.c_str());
   });
   const std::vector<Device> devices = parse_backends(options.backend);
-  Progress progress("bench", devices.size() * 2);
+  Progress progress("bench", devices.size() * (2 + sizes.size()));
   std::vector<Result> results;
   for (const Device& device : devices) {
     Result r;
@@ -162,6 +226,16 @@ int cmd_bench(const std::vector<std::string>& args) {
         r.max_abs_diff = difference(compiled_out, eager.run(loaded.inputs)).abs;
         r.eager_ms = eager.time_ms(loaded.inputs, warmup, reps);
         r.compiled_ms = compiled.time_ms(loaded.inputs, warmup, reps);
+        for (int64_t size : sizes) {  // the same eager model and compiled program at every size
+          progress.step(device.name() + " " + symbol + "=" + std::to_string(size));
+          const std::vector<Literal> inputs = inputs_at_size(loaded, symbol, size);
+          SizeResult s;
+          s.size = size;
+          s.max_abs_diff = difference(compiled.run(inputs), eager.run(inputs)).abs;
+          s.eager_ms = eager.time_ms(inputs, warmup, reps);
+          s.compiled_ms = compiled.time_ms(inputs, warmup, reps);
+          r.sizes.push_back(s);
+        }
       }
       r.stats = *compiled.stats();  // after the runs: the plan for these shapes
     } catch (const Error& e) {
@@ -176,6 +250,7 @@ int cmd_bench(const std::vector<std::string>& args) {
     std::printf("model %s, mode %s, median of %d runs after %d warm-up\n", options.model_path.c_str(),
                 compile_mode_name(options.mode), reps, warmup);
     print_table(results);
+    if (!sizes.empty()) print_sizes_table(symbol, results);
   }
   for (const Result& r : results)
     if (!r.failure.empty()) return 1;

@@ -155,7 +155,32 @@ struct RunConfig {
 struct Timing {
   double prepare_ms = -1;  // compile (or weight upload, eager) of the first data set
   double run_ms = -1;      // median of RunConfig::reps runs; -1 when not timed
+  int data_sets = 0;
+  int imports = 0;         // imports (and compiles) the data sets needed
 };
+
+// Whether the model imported for earlier data sets also serves these inputs: none of its inputs
+// was fixed to a value, every dim fits (symbolic dims take any size) and its guards hold.
+bool serves(const onnx::ImportedModel& model, size_t graph_inputs,
+            const std::map<std::string, Literal>& values) {
+  if (model.inputs.size() != graph_inputs) return false;
+  std::vector<Tensor> probes;  // empty tensors of the given sizes: the guards read only sizes
+  for (const onnx::ModelIO& io : model.inputs) {
+    auto it = values.find(io.name);
+    if (it == values.end() || it->second.dtype != io.type.dtype ||
+        it->second.shape.size() != io.type.rank())
+      return false;
+    for (size_t d = 0; d < io.type.rank(); ++d)
+      if (io.type.shape[d].is_static() && io.type.shape[d].value() != it->second.shape[d]) return false;
+    probes.push_back(onnx::literal_to_tensor(it->second));
+  }
+  try {
+    onnx::check_import_guards(model.inputs, model.guards, probes);
+  } catch (const Error&) {
+    return false;
+  }
+  return true;
+}
 
 double elapsed_ms(std::chrono::steady_clock::time_point start) {
   return std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count();
@@ -192,6 +217,9 @@ Outcome run_case(const fs::path& dir, const RunConfig& cfg, const Tolerance& tol
   };
   try {
     const std::vector<std::string> names = onnx::graph_input_names(model_path);
+    onnx::ImportedModel model;
+    std::unique_ptr<onnx::CompiledModel> compiled;
+    std::unique_ptr<onnx::EagerModel> eager;
     for (const fs::path& set : sets) {
       std::vector<fs::path> in_files = numbered(set, "input_", ".pb");
       std::vector<fs::path> out_files = numbered(set, "output_", ".pb");
@@ -214,12 +242,22 @@ Outcome run_case(const fs::path& dir, const RunConfig& cfg, const Tolerance& tol
           return unsupported_reason(std::string("test data: ") + data_error.what());
         throw;
       }
-      options.input_values = values;
-      onnx::ImportedModel model;
-      try {
-        model = onnx::import_onnx(model_path, options);
-      } catch (const onnx::UnsupportedError& e) {
-        return unsupported_reason(e.what());
+      ++timing->data_sets;
+      // One import and compile serves every data set whose sizes it covers (dynamic axes).
+      if (!(compiled || eager) || !serves(model, names.size(), values)) {
+        options.input_values = values;
+        try {
+          model = onnx::import_onnx(model_path, options);
+        } catch (const onnx::UnsupportedError& e) {
+          return unsupported_reason(e.what());
+        }
+        ++timing->imports;
+        const auto prepare_start = std::chrono::steady_clock::now();
+        compiled.reset();
+        eager.reset();
+        if (cfg.compile) compiled = std::make_unique<onnx::CompiledModel>(model, device, cfg.program);
+        else eager = std::make_unique<onnx::EagerModel>(model, device);
+        if (timing->prepare_ms < 0) timing->prepare_ms = elapsed_ms(prepare_start);
       }
       std::vector<Tensor> inputs;
       for (const onnx::ModelIO& io : model.inputs) {
@@ -227,12 +265,6 @@ Outcome run_case(const fs::path& dir, const RunConfig& cfg, const Tolerance& tol
         if (it == values.end()) throw Error("no test data for input '" + io.name + "'");
         inputs.push_back(onnx::literal_to_tensor(it->second, device));
       }
-      const auto prepare_start = std::chrono::steady_clock::now();
-      std::unique_ptr<onnx::CompiledModel> compiled;
-      std::unique_ptr<onnx::EagerModel> eager;
-      if (cfg.compile) compiled = std::make_unique<onnx::CompiledModel>(model, device, cfg.program);
-      else eager = std::make_unique<onnx::EagerModel>(model, device);
-      if (timing->prepare_ms < 0) timing->prepare_ms = elapsed_ms(prepare_start);
       auto run = [&] { return compiled ? compiled->run(inputs) : eager->run(inputs); };
       std::vector<Tensor> outputs = run();
       if (outputs.size() != out_files.size())
@@ -260,11 +292,15 @@ Outcome run_case(const fs::path& dir, const RunConfig& cfg, const Tolerance& tol
 }
 
 std::string timing_text(const Timing& t, bool compiled) {
-  if (t.run_ms < 0) return "";
+  std::string sets;
+  if (t.data_sets > 1)
+    sets = " (" + std::to_string(t.data_sets) + " data sets, " + std::to_string(t.imports) +
+           (compiled ? " compile" : " import") + (t.imports > 1 ? "s)" : ")");
+  if (t.run_ms < 0) return sets;
   char buf[120];
   std::snprintf(buf, sizeof buf, " (%.3f ms/run; %s %.0f ms)", t.run_ms,
                 compiled ? "compile" : "setup", t.prepare_ms);
-  return buf;
+  return sets + buf;
 }
 #endif
 

@@ -57,6 +57,12 @@ bool ModelOptions::parse(const std::vector<std::string>& args, size_t& i) {
     const size_t eq = v.find('=');
     if (eq == std::string::npos) throw Error("--input needs name=file.pb, got '" + v + "'");
     input_files.emplace_back(v.substr(0, eq), v.substr(eq + 1));
+  } else if (a == "--shape") {
+    const std::string v = value();
+    const size_t eq = v.find('=');
+    if (eq == std::string::npos || eq == 0 || eq + 1 == v.size())
+      throw Error("--shape needs input=AxBxC or symbol=N, got '" + v + "'");
+    shapes.emplace_back(v.substr(0, eq), v.substr(eq + 1));
   } else if (!a.empty() && a[0] != '-' && model_path.empty()) {
     model_path = a;
   } else {
@@ -72,35 +78,138 @@ const char* ModelOptions::help() {
          "                     replay them) or max-autotune (time template tile variants, keep the\n"
          "                     fastest; persisted in the compile cache)\n"
          "  --input N=F.pb     the value of input N from a TensorProto file (repeatable); inputs not\n"
-         "                     given get seeded random values (floats in [0, 1), integers 0) when\n"
-         "                     their shape is static\n";
+         "                     given get seeded random values (floats in [0, 1), integers 0)\n"
+         "  --shape N=AxBxC    the size of input N for its random values, where the model declares\n"
+         "                     symbolic dims (dynamic axes); or --shape S=K, the value of symbol S\n"
+         "                     (as printed in the input's type, f32[batch,3,224,224]) for every input\n";
 }
+
+namespace {
+
+std::vector<int64_t> parse_dims(const std::string& text, const std::string& what) {
+  std::vector<int64_t> dims;
+  size_t at = 0;
+  while (at <= text.size()) {
+    const size_t x = std::min(text.find('x', at), text.size());
+    const std::string part = text.substr(at, x - at);
+    if (part.empty() || part.find_first_not_of("0123456789") != std::string::npos)
+      throw Error("--shape " + what + "=" + text + ": sizes are integers joined by x (4x3x224x224)");
+    dims.push_back(std::stoll(part));
+    at = x + 1;
+  }
+  return dims;
+}
+
+ShapeChoices shape_choices(const ModelOptions& options, const std::vector<onnx::ModelIO>& inputs) {
+  ShapeChoices c;
+  for (const auto& [name, text] : options.shapes) {
+    bool is_input = false;
+    for (const onnx::ModelIO& io : inputs) is_input = is_input || io.name == name;
+    if (is_input) {
+      c.inputs[name] = parse_dims(text, name);
+    } else {
+      const std::vector<int64_t> v = parse_dims(text, name);
+      if (v.size() != 1)
+        throw Error("--shape " + name + "=" + text + ": '" + name +
+                    "' is not an input of the model, so it names a symbol and takes one size");
+      c.symbols[name] = v[0];
+    }
+  }
+  return c;
+}
+
+// The sizes of one input's random values: its static dims, with symbolic ones from `choices`.
+std::vector<int64_t> chosen_sizes(const onnx::ModelIO& io, const ShapeChoices& choices) {
+  if (auto it = choices.inputs.find(io.name); it != choices.inputs.end()) {
+    if (it->second.size() != io.type.rank())
+      throw Error("--shape " + io.name + ": the input is " + io.type.str() + ", rank " +
+                  std::to_string(io.type.rank()) + ", the shape given has rank " +
+                  std::to_string(it->second.size()));
+    for (size_t d = 0; d < io.type.rank(); ++d)
+      if (io.type.shape[d].is_static() && io.type.shape[d].value() != it->second[d])
+        throw Error("--shape " + io.name + ": dim " + std::to_string(d) + " of " + io.type.str() +
+                    " is fixed at " + std::to_string(io.type.shape[d].value()));
+    return it->second;
+  }
+  std::vector<int64_t> sizes;
+  for (const SymInt& d : io.type.shape) {
+    if (d.is_static()) {
+      sizes.push_back(d.value());
+      continue;
+    }
+    auto it = choices.symbols.find(d.str());
+    if (it == choices.symbols.end())
+      throw Error("input '" + io.name + "' has symbolic dims " + io.type.str() + "; give --shape " +
+                  io.name + "=AxB..., --shape " + d.str() + "=N, or --input " + io.name + "=file.pb");
+    sizes.push_back(it->second);
+  }
+  return sizes;
+}
+
+Literal random_input(const onnx::ModelIO& io, const std::vector<int64_t>& sizes, uint64_t seed) {
+  Tensor t = is_floating(io.type.dtype) ? rand(Dims(sizes), Device::cpu(), seed).to(io.type.dtype)
+                                        : zeros(Dims(sizes), io.type.dtype);
+  return onnx::tensor_to_literal(t);
+}
+
+std::string sizes_text(const std::vector<int64_t>& sizes) {
+  std::string s;
+  for (int64_t d : sizes) s += (s.empty() ? "" : "x") + std::to_string(d);
+  return s.empty() ? "scalar" : s;
+}
+
+}  // namespace
 
 LoadedModel load_model(const ModelOptions& options,
                        const std::function<void(const std::string&)>& log) {
   if (options.model_path.empty()) throw Error("give MODEL.onnx");
   onnx::ImportOptions import_options;
-  for (const auto& [name, file] : options.input_files)
+  std::map<std::string, std::string> files;
+  for (const auto& [name, file] : options.input_files) {
     import_options.input_values[name] = onnx::read_tensor_file(file);
-  LoadedModel loaded{onnx::import_onnx(options.model_path, import_options), {}};
+    files[name] = file;
+  }
+  LoadedModel loaded{onnx::import_onnx(options.model_path, import_options), {}, {}, {}};
+  loaded.shapes = shape_choices(options, loaded.model.inputs);
+  // Symbolic dims take the chosen sizes as hints: the import decides shapes as for those sizes.
+  bool symbolic = false;
+  for (const onnx::ModelIO& io : loaded.model.inputs) {
+    if (files.count(io.name) || is_static(io.type.shape)) continue;
+    import_options.input_shapes[io.name] = chosen_sizes(io, loaded.shapes);
+    symbolic = true;
+  }
+  if (symbolic) loaded.model = onnx::import_onnx(options.model_path, import_options);
   for (const onnx::ModelIO& io : loaded.model.inputs) {
     auto it = import_options.input_values.find(io.name);
     if (it != import_options.input_values.end()) {
       loaded.inputs.push_back(it->second);
+      loaded.input_files.push_back(files[io.name]);
       log("input " + io.name + ": " + io.type.str() + " from file");
       continue;
     }
-    if (!is_static(io.type.shape))
-      throw Error("input '" + io.name + "' has symbolic dims " + io.type.str() +
-                  "; give it with --input " + io.name + "=file.pb");
-    const uint64_t seed = loaded.inputs.size();  // a different stream per input
-    Tensor t = is_floating(io.type.dtype)
-                   ? rand(Dims(io.type.shape), Device::cpu(), seed).to(io.type.dtype)
-                   : zeros(Dims(io.type.shape), io.type.dtype);
-    loaded.inputs.push_back(onnx::tensor_to_literal(t));
-    log("input " + io.name + ": " + io.type.str() + " random");
+    const std::vector<int64_t> sizes = chosen_sizes(io, loaded.shapes);
+    loaded.inputs.push_back(random_input(io, sizes, loaded.inputs.size()));  // a stream per input
+    loaded.input_files.push_back("");
+    log("input " + io.name + ": " + io.type.str() + " random" +
+        (is_static(io.type.shape) ? "" : ", " + sizes_text(sizes)));
   }
   return loaded;
+}
+
+std::vector<Literal> inputs_at_size(const LoadedModel& loaded, const std::string& symbol, int64_t size) {
+  std::vector<Literal> inputs;
+  for (size_t i = 0; i < loaded.model.inputs.size(); ++i) {
+    const onnx::ModelIO& io = loaded.model.inputs[i];
+    if (!loaded.input_files[i].empty()) {
+      inputs.push_back(loaded.inputs[i]);
+      continue;
+    }
+    std::vector<int64_t> sizes = chosen_sizes(io, loaded.shapes);
+    for (size_t d = 0; d < io.type.rank(); ++d)
+      if (!io.type.shape[d].is_static() && io.type.shape[d].str() == symbol) sizes[d] = size;
+    inputs.push_back(random_input(io, sizes, i));
+  }
+  return inputs;
 }
 
 PreparedRun prepare(const onnx::ImportedModel& model, Device device, bool compiled, CompileMode mode) {

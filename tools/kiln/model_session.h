@@ -26,18 +26,32 @@ struct ModelOptions {
   std::string backend = "cpu";
   CompileMode mode = CompileMode::Default;
   std::vector<std::pair<std::string, std::string>> input_files;  // name, file.pb
+  std::vector<std::pair<std::string, std::string>> shapes;       // --shape name=4x3x224x224 | sym=4
 
   bool parse(const std::vector<std::string>& args, size_t& i);
   static const char* help();  // the lines describing these options
 };
 
+// Sizes for inputs with symbolic dims: a whole input's shape, or one symbol's value.
+struct ShapeChoices {
+  std::map<std::string, std::vector<int64_t>> inputs;  // --shape input_0=4x3x224x224
+  std::map<std::string, int64_t> symbols;              // --shape batch=4
+};
+
 // The model and one set of host inputs: from --input files, else seeded random values (floats in
-// [0, 1), integers 0) for inputs of static shape. `log` receives one line per input.
+// [0, 1), integers 0) of the input's static shape or the one --shape gives. The model is imported
+// with those sizes as its symbols' hints. `log` receives one line per input.
 struct LoadedModel {
   onnx::ImportedModel model;
   std::vector<Literal> inputs;  // bind model.inputs in order
+  ShapeChoices shapes;
+  std::vector<std::string> input_files;  // by input: the file its value came from, or ""
 };
 LoadedModel load_model(const ModelOptions& options, const std::function<void(const std::string&)>& log);
+
+// The loaded model's inputs with `symbol` set to `size`: file inputs as read, the others seeded
+// random values of their sizes (kiln bench --sizes).
+std::vector<Literal> inputs_at_size(const LoadedModel& loaded, const std::string& symbol, int64_t size);
 
 // The model ready to run on one device, eagerly (the interpreter) or compiled (pass pipeline,
 // fused kernels, memory plan), with the time the preparation took.

@@ -148,8 +148,8 @@ SliceRange slice_range(int64_t d, int64_t start, int64_t end, int64_t step) {
 
 void slice_kernel(const KernelContext& ctx) {
   const HostTensor& x = ctx.inputs[0];
-  const auto& starts = ctx.attrs.get_ints("starts");
-  const auto& ends = ctx.attrs.get_ints("ends");
+  const auto& starts = ctx.attrs.get_syms("starts");  // static here: the run's values
+  const auto& ends = ctx.attrs.get_syms("ends");
   const auto& axes_attr = ctx.attrs.get_ints("axes");
   const auto& steps_attr = ctx.attrs.get_ints("steps");
   const int64_t rank = int64_t(x.dims.size());
@@ -160,7 +160,7 @@ void slice_kernel(const KernelContext& ctx) {
     int64_t axis = axes_attr.empty() ? int64_t(i) : axes_attr[i];
     if (axis < 0) axis += rank;
     const int64_t step = steps_attr.empty() ? 1 : steps_attr[i];
-    const SliceRange r = slice_range(x.dims[size_t(axis)], starts[i], ends[i], step);
+    const SliceRange r = slice_range(x.dims[size_t(axis)], starts[i].value(), ends[i].value(), step);
     v.offset += r.first * v.strides[size_t(axis)];
     v.dims[size_t(axis)] = r.count;
     v.strides[size_t(axis)] *= step;
@@ -411,10 +411,22 @@ void constant_kernel(const KernelContext& ctx) {
   std::memcpy(ctx.outputs[0].data, lit.bytes.data(), lit.bytes.size());
 }
 
+// The values are this run's integers by now (the caller evaluates symbolic attributes).
+void sym_ints_kernel(const KernelContext& ctx) {
+  const std::vector<SymInt>& values = ctx.attrs.get_syms("values");
+  for (size_t i = 0; i < values.size(); ++i) {
+    if (ctx.outputs[0].dtype == DType::I32)
+      static_cast<int32_t*>(ctx.outputs[0].data)[i] = int32_t(values[i].value());
+    else
+      static_cast<int64_t*>(ctx.outputs[0].data)[i] = values[i].value();
+  }
+}
+
 }  // namespace
 
 void register_shape(KernelTable& t) {
   t.set(OpKind::Constant, constant_kernel);
+  t.set(OpKind::SymInts, sym_ints_kernel);
   t.set(OpKind::Reshape, reshape_kernel);
   t.set(OpKind::Permute, permute_kernel);
   t.set(OpKind::Slice, slice_kernel);

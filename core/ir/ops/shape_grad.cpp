@@ -34,7 +34,7 @@ Value* reverse(G& b, Value* v, int64_t axis) {
 std::vector<Value*> slice_grad(G& b) {
   Value* x = b.input(0);
   const int64_t rank = int64_t(x->type.rank());
-  const std::vector<int64_t>& starts = b.attrs().get_ints("starts");
+  const std::vector<SymInt>& starts = b.attrs().get_syms("starts");
   std::vector<int64_t> axes = b.attrs().get_ints("axes"), steps = b.attrs().get_ints("steps");
   if (axes.empty())
     for (size_t i = 0; i < starts.size(); ++i) axes.push_back(int64_t(i));
@@ -200,6 +200,7 @@ std::vector<Value*> tile_grad(G& b) {
 
 void define_shape_grads(std::vector<OpDef>& t) {
   t[size_t(K::Constant)].gradient = Gradient::None;
+  t[size_t(K::SymInts)].gradient = Gradient::None;
   set_rule(t, K::Reshape, [](G& b) -> std::vector<Value*> {
     AttrMap attrs;
     attrs.set("shape", b.input(0)->type.shape);

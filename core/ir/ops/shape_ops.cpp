@@ -1,5 +1,5 @@
-// Shape and dtype rules of the data-movement ops: constant, reshape, permute, slice, concat,
-// split, gather, index_select, expand, pad, tile.
+// Shape and dtype rules of the data-movement ops: constant, sym_ints, reshape, permute, slice,
+// concat, split, gather, index_select, expand, pad, tile.
 #include <algorithm>
 #include <limits>
 
@@ -68,6 +68,18 @@ std::vector<TensorType> constant_rule(const InferContext& ctx) {
     ctx.fail("literal holds " + std::to_string(lit.bytes.size()) + " bytes, its type needs " +
              std::to_string(lit.numel() * int64_t(dtype_size(lit.dtype))));
   return {{lit.dtype, make_shape(lit.shape)}};
+}
+
+// Integers known as expressions of the graph's symbolic dims: a 0-d tensor for one value when
+// `scalar`, else a 1-d tensor with one element per value.
+std::vector<TensorType> sym_ints_rule(const InferContext& ctx) {
+  const std::vector<SymInt>& values = ctx.attrs().get_syms("values");
+  const DType dtype = ctx.attrs().get_dtype("dtype");
+  if (dtype != DType::I32 && dtype != DType::I64) ctx.fail("dtype must be i32 or i64");
+  if (!ctx.attrs().get_bool("scalar")) return {{dtype, {int64_t(values.size())}}};
+  if (values.size() != 1)
+    ctx.fail("a scalar holds one value, got " + std::to_string(values.size()));
+  return {{dtype, {}}};
 }
 
 std::vector<TensorType> reshape_rule(const InferContext& ctx) {
@@ -148,9 +160,16 @@ SymInt steps_in(const SymInt& span, int64_t step) {
 // ONNX Slice along a dim of size d, as numpy slices (the ONNX reference implementation):
 // negative indices count from the end, then clamp into [0, d] for a positive step and [-1, d-1]
 // for a negative one; the result may be empty.
-SymInt slice_length(const SymInt& d, int64_t start, int64_t end, int64_t step) {
-  SymInt s = start < 0 && start != kSliceOpenBegin ? d - (-start) : SymInt(start);
-  SymInt e = end < 0 && end != kSliceOpenBegin ? d - (-end) : SymInt(end);
+// A slice bound: a negative one counts from the end. A symbolic bound's sign is a guard.
+SymInt from_end(const SymInt& d, const SymInt& bound) {
+  if (!bound.is_static()) return bound < 0 ? d + bound : bound;
+  const int64_t b = bound.value();
+  return b < 0 && b != kSliceOpenBegin ? d - (-b) : bound;
+}
+
+SymInt slice_length(const SymInt& d, const SymInt& start, const SymInt& end, int64_t step) {
+  SymInt s = from_end(d, start);
+  SymInt e = from_end(d, end);
   if (step > 0) {
     s = clamp_sym(s, 0, d, true);
     e = clamp_sym(e, 0, d, true);
@@ -166,16 +185,16 @@ SymInt slice_length(const SymInt& d, int64_t start, int64_t end, int64_t step) {
 
 std::vector<TensorType> slice_rule(const InferContext& ctx) {
   const TensorType& x = ctx.input(0);
-  const auto& starts = ctx.attrs().get_ints("starts");
-  const auto& ends = ctx.attrs().get_ints("ends");
+  const auto& starts = ctx.attrs().get_syms("starts");
+  const auto& ends = ctx.attrs().get_syms("ends");
   std::vector<int64_t> axes = ctx.attrs().get_ints("axes");
   std::vector<int64_t> steps = ctx.attrs().get_ints("steps");
   if (axes.empty())
     for (size_t i = 0; i < starts.size(); ++i) axes.push_back(int64_t(i));
   if (steps.empty()) steps.assign(starts.size(), 1);
   if (ends.size() != starts.size() || axes.size() != starts.size() || steps.size() != starts.size())
-    ctx.fail("axes " + ints_str(axes) + ", starts " + ints_str(starts) + ", ends " +
-             ints_str(ends) + " and steps " + ints_str(steps) + " must have the same length");
+    ctx.fail("axes " + ints_str(axes) + ", starts " + shape_str(starts) + ", ends " +
+             shape_str(ends) + " and steps " + ints_str(steps) + " must have the same length");
   const int64_t rank = int64_t(x.rank());
   if (rank == 0 && !axes.empty()) ctx.fail("cannot slice a 0-d tensor");
   Shape out = x.shape;
@@ -364,16 +383,22 @@ void define_shape(std::vector<OpDef>& t) {
   c.min_inputs = c.max_inputs = 0;
   c.infer = constant_rule;
   t.push_back(std::move(c));
+  t.push_back(shape_op(OpKind::SymInts, 0, 0,
+                       {{"values", AttrType::Syms, std::nullopt},
+                        {"dtype", AttrType::Type, DType::I64},
+                        {"scalar", AttrType::Bool, false}},
+                       sym_ints_rule));
 
   using Ints = std::vector<int64_t>;
   // shape: dims may be symbolic; one -1 is inferred; 0 is a literal size 0.
   t.push_back(shape_op(OpKind::Reshape, 1, 1, {{"shape", AttrType::Syms, std::nullopt}}, reshape_rule));
   t.push_back(shape_op(OpKind::Permute, 1, 1, {{"dims", AttrType::Ints, std::nullopt}}, permute_rule));
-  // ONNX Slice; empty axes means 0..n-1 and empty steps means all 1.
+  // ONNX Slice; empty axes means 0..n-1 and empty steps means all 1. Starts and ends may be
+  // symbolic (x[:t] for a sequence length t).
   t.push_back(shape_op(OpKind::Slice, 1, 1,
                        {{"axes", AttrType::Ints, Ints{}},
-                        {"starts", AttrType::Ints, std::nullopt},
-                        {"ends", AttrType::Ints, std::nullopt},
+                        {"starts", AttrType::Syms, std::nullopt},
+                        {"ends", AttrType::Syms, std::nullopt},
                         {"steps", AttrType::Ints, Ints{}}},
                        slice_rule));
   t.push_back(shape_op(OpKind::Concat, 1, -1, {{"dim", AttrType::Int, int64_t(0)}}, concat_rule));
