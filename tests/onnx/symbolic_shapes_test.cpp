@@ -1,0 +1,160 @@
+// Shape arithmetic on symbolic dims at import: models written here with dim_params, whose Shape
+// subgraphs must fold to SymInt expressions (checked in the imported graph's text), run at several
+// sizes from one import, on every device, against values derived by hand.
+#include <gtest/gtest.h>
+
+#include <kiln/kiln.h>
+
+#include "core/ir/text.h"
+#include "core/onnx/onnx_import.h"
+#include "onnx/model_builder.h"
+
+namespace kiln::onnx {
+namespace {
+
+// cpu, ref and every other device that computes (lavapipe here).
+std::vector<Device> devices() {
+  std::vector<Device> out;
+  for (const DeviceEntry& e : available_devices())
+    if (e.kind != BackendKind::Null) out.push_back(Device(e.kind, e.index));
+  return out;
+}
+
+std::vector<float> iota(int64_t n) {
+  std::vector<float> v(static_cast<size_t>(n));
+  for (size_t i = 0; i < v.size(); ++i) v[i] = float(i) - 3.5f;
+  return v;
+}
+
+// y = reshape(x, [batch*seq, 8]) with the target computed as exporters write it:
+// Shape -> Gather -> Mul -> Unsqueeze -> Concat.
+TEST(SymbolicShapes, ShapeArithmeticFoldsIntoOneReshapeThatServesEverySize) {
+  ModelBuilder b;
+  b.input("x", {0, 0, 8}, {"batch", "seq"});
+  b.init_i64("i0", {0});
+  b.init_i64("i1", {1});
+  b.init_i64("eight", {8});
+  b.node("Shape", "shape", {"x"}, {"s"});
+  b.node("Gather", "b", {"s", "i0"}, {"bd"});
+  b.node("Gather", "t", {"s", "i1"}, {"td"});
+  b.node("Mul", "bt", {"bd", "td"}, {"rows"});
+  ModelBuilder::attr_int(b.node("Concat", "cat", {"rows", "eight"}, {"target"}), "axis", 0);
+  b.node("Reshape", "flat", {"x", "target"}, {"y"});
+  b.output("y");
+  const ImportedModel m = import_onnx(b.save(temp_dir("sym_reshape")));
+  EXPECT_EQ(m.outputs[0].type.str(), "f32[batch*seq,8]");
+  ASSERT_EQ(m.graph.num_nodes(), 1u) << print_graph(m.graph);  // the shape math left no node
+  EXPECT_NE(print_graph(m.graph).find("reshape(%0) {shape=[batch*seq,8]}"), std::string::npos)
+      << print_graph(m.graph);
+  for (const Device& device : devices()) {
+    CompiledModel compiled(m, device);
+    for (auto [batch, seq] : {std::pair<int64_t, int64_t>{1, 3}, {4, 5}}) {
+      const std::vector<float> x = iota(batch * seq * 8);
+      const Tensor y = compiled.run({from_vector(x, {batch, seq, 8}, device)}).at(0);
+      EXPECT_EQ(y.sizes(), (std::vector<int64_t>{batch * seq, 8})) << device.name();
+      EXPECT_EQ(y.to_vector<float>(), x) << device.name();
+    }
+  }
+}
+
+// y = x * float(n) where n = Shape(x)[0]: the shape value is read as data, so the sym_ints node
+// stays in the graph and computes n at each run, eagerly and compiled.
+TEST(SymbolicShapes, AShapeValueUsedAsDataIsComputedAtEachRun) {
+  ModelBuilder b;
+  b.input("x", {0}, {"n"});
+  b.node("Shape", "shape", {"x"}, {"s"});
+  ModelBuilder::attr_int(b.node("Cast", "to_float", {"s"}, {"nf"}), "to", P::FLOAT);
+  b.node("Mul", "scale", {"x", "nf"}, {"y"});
+  b.output("y");
+  const ImportedModel m = import_onnx(b.save(temp_dir("sym_data")));
+  EXPECT_NE(print_graph(m.graph).find("sym_ints() {dtype=i64, scalar=false, values=[n]}"),
+            std::string::npos)
+      << print_graph(m.graph);
+  for (const Device& device : devices()) {
+    EagerModel eager(m, device);
+    CompiledModel compiled(m, device);
+    for (int64_t n : {3, 7}) {
+      const std::vector<float> x = iota(n);
+      std::vector<float> want;
+      for (float v : x) want.push_back(v * float(n));
+      const Tensor in = from_vector(x, {n}, device);
+      EXPECT_EQ(eager.run({in}).at(0).to_vector<float>(), want) << device.name() << " eager, n=" << n;
+      EXPECT_EQ(compiled.run({in}).at(0).to_vector<float>(), want) << device.name() << " compiled, n=" << n;
+    }
+  }
+}
+
+// ConstantOfShape of [batch, 3] (zeros to add to x) becomes a runtime expand of the scalar.
+TEST(SymbolicShapes, ConstantOfShapeWithASymbolicSizeBroadcastsAtRunTime) {
+  ModelBuilder b;
+  b.input("x", {0, 3}, {"batch"});
+  b.init_i64("i0", {0});
+  b.init_i64("three", {3});
+  b.node("Shape", "shape", {"x"}, {"s"});
+  b.node("Gather", "b", {"s", "i0"}, {"bd"});
+  ModelBuilder::attr_int(b.node("Concat", "cat", {"bd", "three"}, {"dims"}), "axis", 0);
+  b.node("ConstantOfShape", "zeros", {"dims"}, {"z"});
+  b.node("Add", "add", {"x", "z"}, {"y"});
+  b.output("y");
+  const ImportedModel m = import_onnx(b.save(temp_dir("sym_const_of_shape")));
+  EXPECT_NE(print_graph(m.graph).find("expand(%"), std::string::npos) << print_graph(m.graph);
+  for (int64_t batch : {2, 5}) {
+    const std::vector<float> x = iota(batch * 3);
+    EXPECT_EQ(run_model(m, {from_vector(x, {batch, 3})}, Device::cpu()).at(0).to_vector<float>(), x);
+  }
+}
+
+// x[:, :n] of a 6-column table, n = Shape(x)[1]: the import decides n <= 6 (guards), and a run
+// with n > 6 is refused, naming the decision, the Slice node and the size.
+TEST(SymbolicShapes, ASliceBySymbolicLengthKeepsItsGuardsAndARunBreakingThemIsRefused) {
+  ModelBuilder b;
+  b.input("x", {2, 0}, {"", "n"});
+  b.init("table", {2, 6}, {0, 1, 2, 3, 4, 5, 10, 11, 12, 13, 14, 15});
+  b.init_i64("zero", {0});
+  b.init_i64("one", {1});
+  b.node("Shape", "shape", {"x"}, {"s"});
+  b.node("Gather", "len", {"s", "one"}, {"n1"});  // [n]
+  b.node("Slice", "cut", {"table", "zero", "n1", "one"}, {"part"});
+  b.node("Add", "add", {"x", "part"}, {"y"});
+  b.output("y");
+  const ImportedModel m = import_onnx(b.save(temp_dir("sym_slice")));
+  EXPECT_EQ(m.outputs[0].type.str(), "f32[2,n]");
+  EXPECT_FALSE(m.guards.empty());
+  for (const Device& device : devices()) {
+    CompiledModel compiled(m, device);
+    const Tensor y = compiled.run({zeros({2, 4}, device)}).at(0);
+    EXPECT_EQ(y.to_vector<float>(), (std::vector<float>{0, 1, 2, 3, 10, 11, 12, 13})) << device.name();
+    try {
+      compiled.run({zeros({2, 9}, device)});
+      FAIL() << device.name() << ": n=9 ran past the 6-column table";
+    } catch (const Error& e) {
+      const std::string msg = e.what();
+      EXPECT_NE(msg.find("n=9"), std::string::npos) << msg;
+      EXPECT_NE(msg.find("n > 6 was false"), std::string::npos) << msg;
+      EXPECT_NE(msg.find("cut (Slice)"), std::string::npos) << msg;
+    }
+  }
+}
+
+// A Reshape target read from tensor contents cannot be known at import: the error says so and
+// names the node that computes it.
+TEST(SymbolicShapes, AShapeComputedFromTensorValuesIsRefusedNamingItsNode) {
+  ModelBuilder b;
+  b.input("x", {6});
+  b.input("dims", {2});
+  ModelBuilder::attr_int(b.node("Cast", "dims_to_int", {"dims"}, {"target"}), "to", P::INT64);
+  b.node("Reshape", "rs", {"x", "target"}, {"y"});
+  b.output("y");
+  try {
+    import_onnx(b.save(temp_dir("sym_data_dependent")));
+    FAIL() << "a data-dependent reshape imported";
+  } catch (const UnsupportedError& e) {
+    const std::string msg = e.what();
+    EXPECT_NE(msg.find("Reshape ('rs')"), std::string::npos) << msg;
+    EXPECT_NE(msg.find("data-dependent"), std::string::npos) << msg;
+    EXPECT_NE(msg.find("dims_to_int (Cast)"), std::string::npos) << msg;
+  }
+}
+
+}  // namespace
+}  // namespace kiln::onnx
