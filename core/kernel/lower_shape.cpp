@@ -290,6 +290,13 @@ LoweredOp lower_shape(OpKind kind, const AttrMap& given, const std::vector<Tenso
                      cast(b.param_for(values[k]), out.dtype), v);
         return v;
       }), 0);
+    case OpKind::Arange:  // computed in the output's type, as the reference does in doubles
+      return one_step(index_kernel(kind, {}, out, origin, [&](KernelBuilder&) {
+        const DType t = out.dtype;
+        return op(OpKind::Add, t,
+                  {constant(attrs.get_float("start"), t),
+                   op(OpKind::Mul, t, {cast(coord(0), t), constant(attrs.get_float("step"), t)})});
+      }), 0);
     case OpKind::Reshape:
       return one_step(index_kernel(kind, {inputs[0]}, out, origin, [&](KernelBuilder&) {
         return load(0, inputs[0].dtype, linear_index());

@@ -145,7 +145,7 @@ class ImportContext {
 class ImportGuards : public GuardSink {
  public:
   void record(const ShapeGuard& guard) override { guards.push_back({guard, node}); }
-  std::string node;  // the node being mapped
+  std::string node;  // the node being mapped: "node /attn/Slice (Slice)"
   std::vector<ImportGuard> guards;
 };
 

@@ -128,7 +128,7 @@ struct Importer {
     for (const auto& in : node.input())
       if (poisoned.count(in)) return poison();
     NodeContext n(ctx, node, opset);
-    guards.node = n.provenance().origins[0].imported;
+    guards.node = "node " + n.provenance().origins[0].imported;
     try {
       it->second(n);
     } catch (const Unsupported& u) {

@@ -55,11 +55,11 @@ struct ModelIO {
   TensorType type;
 };
 
-// A shape decision the import made on symbolic dims (`seq <= 32` where a node slices a 32-row
-// mask to the sequence length), and the node that made it. Every run re-checks it.
+// A shape decision made on symbolic dims by the hints (`seq > 32` is false where a node slices a
+// 32-row mask to the sequence length), and where: the node, or compiling. Every run re-checks it.
 struct ImportGuard {
   ShapeGuard guard;
-  std::string node;  // "/attn/Slice (Slice)"
+  std::string node;  // "node /attn/Slice (Slice)", or "(compiling for cpu)"
 };
 
 struct ImportedModel {

@@ -243,19 +243,32 @@ void map_constant_of_shape(N& n) {
   n.set_output(0, n.emit(OpKind::Expand, {n.constant_value(value)}, {{"shape", shape}}));
 }
 
-// A scalar operand of Range: it fixes the output's length, so it must be known at import.
-double range_operand(N& n, size_t i, const std::string& what) {
-  if (std::optional<ShapeValues> sym = shape_values_of(n.input(i)))
-    if (!is_static(sym->values))
-      n.unsupported("Range with a symbolic " + what + " (" + shape_str(sym->values) +
-                    "): its length varies with the input sizes");
-  return n.require_constant(i, what).element(0);
+// Range(start, limit, delta) with a limit computed from symbolic dims (arange(seq) for position
+// ids): an arange op whose count is ceil((limit - start) / delta), clamped at 0.
+void map_symbolic_range(N& n, const SymInt& limit) {
+  const Literal& start = n.require_constant(0, "start");
+  const Literal& delta = n.require_constant(2, "delta");
+  const double s = start.element(0), d = delta.element(0);
+  if (is_floating(start.dtype) || s != std::floor(s) || d != std::floor(d) || d == 0)
+    n.unsupported("Range to a symbolic limit (" + limit.str() + ") with a start or delta that is "
+                  "not an integer");
+  const int64_t s0 = int64_t(s), d0 = int64_t(d);
+  const SymInt span = d0 > 0 ? limit - s0 + (d0 - 1) : SymInt(s0) - limit + (-d0 - 1);
+  const SymInt count = sym_max(0, span / (d0 > 0 ? d0 : -d0));
+  n.set_output(0, n.emit(OpKind::Arange, {}, {{"start", s}, {"step", d}, {"count", Shape{count}},
+                                              {"dtype", start.dtype}}));
 }
 
 void map_range(N& n) {
-  const double s = range_operand(n, 0, "start"), limit = range_operand(n, 1, "limit"),
-               delta = range_operand(n, 2, "delta");
+  for (size_t i : {size_t(0), size_t(2)})
+    if (std::optional<ShapeValues> sym = shape_values_of(n.input(i)); sym && !is_static(sym->values))
+      n.unsupported("Range with a symbolic " + std::string(i == 0 ? "start" : "delta") + " (" +
+                    shape_str(sym->values) + ")");
+  if (std::optional<ShapeValues> limit = shape_values_of(n.input(1)); limit && !is_static(limit->values))
+    return map_symbolic_range(n, limit->values.at(0));
   const Literal& start = n.require_constant(0, "start");
+  const double s = start.element(0), limit = n.require_constant(1, "limit").element(0),
+               delta = n.require_constant(2, "delta").element(0);
   if (delta == 0) n.fail("delta must not be 0");
   const int64_t count = std::max<int64_t>(0, int64_t(std::ceil((limit - s) / delta)));
   std::vector<double> v(static_cast<size_t>(count));

@@ -1,8 +1,10 @@
 // Host tensors <-> literals, and running an imported model on a device: interpreted (EagerModel)
 // or compiled (CompiledModel).
 #include <cstring>
+#include <set>
 
 #include "core/frontend/factories.h"
+#include "core/onnx/import_context.h"
 #include "core/onnx/onnx_import.h"
 #include "core/runtime/compile_graph.h"
 #include "core/runtime/interpreter.h"
@@ -31,6 +33,14 @@ Literal tensor_to_literal(const Tensor& tensor) {
   return lit;
 }
 
+namespace {
+
+std::string guard_text(const ShapeGuard& g) {
+  return g.lhs.str() + " " + guard_op_text(g.op) + " " + g.rhs.str();
+}
+
+}  // namespace
+
 void check_import_guards(const std::vector<ModelIO>& model_inputs,
                          const std::vector<ImportGuard>& guards, const std::vector<Tensor>& inputs) {
   if (guards.empty()) return;
@@ -45,9 +55,9 @@ void check_import_guards(const std::vector<ModelIO>& model_inputs,
     if (decide(s.lhs.evaluate(bindings), s.op, s.rhs.evaluate(bindings)) == s.result) continue;
     std::string sizes;
     for (const auto& [name, value] : bindings) sizes += (sizes.empty() ? "" : ", ") + name + "=" + std::to_string(value);
-    throw Error("onnx model: the input sizes (" + sizes + ") break a shape decision made at import: " +
-                s.lhs.str() + " " + guard_op_text(s.op) + " " + s.rhs.str() + " was " +
-                (s.result ? "true" : "false") + " at node " + g.node +
+    throw Error("onnx model: the input sizes (" + sizes + ") break a shape decision made when the model was imported or compiled: " +
+                guard_text(s) + " was " +
+                (s.result ? "true" : "false") + " at " + g.node +
                 "; import the model again with these sizes (ImportOptions::input_shapes)");
   }
 }
@@ -85,7 +95,17 @@ CompiledModel::CompiledModel(const ImportedModel& model, Device device, const Pr
                              const PipelineOptions& pipeline)
     : device_(device), inputs_(model.inputs), guards_(model.guards), graph_(model.graph.clone()) {
   for (const Tensor& t : model.captured) weights_.push_back(t.to(device));
-  CompiledGraph compiled = compile_graph(graph_, device, {pipeline, options});
+  // The passes and lowering infer shapes again; their decisions on symbols are checked too.
+  detail::ImportGuards compile_guards;
+  compile_guards.node = "(compiling for " + device.name() + ")";
+  CompiledGraph compiled = [&] {
+    GuardSinkScope record(&compile_guards);
+    return compile_graph(graph_, device, {pipeline, options});
+  }();
+  std::set<std::string> seen;
+  for (const ImportGuard& g : guards_) seen.insert(guard_text(g.guard));
+  for (const ImportGuard& g : compile_guards.guards)
+    if (seen.insert(guard_text(g.guard)).second) guards_.push_back(g);
   passes_ = std::move(compiled.passes);
   program_ = std::move(compiled.program);
 }

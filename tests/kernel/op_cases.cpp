@@ -263,6 +263,9 @@ std::vector<Case> build_table() {
   }
   t.push_back({"constant_rank0", O::Constant, {{"value", literal_of(DType::F32, {})}}, {}});
   t.push_back({"sym_ints_i64", O::SymInts, {{"values", std::vector<SymInt>{7, 0, -3, 12}}}, {}});
+  t.push_back({"arange_i64", O::Arange, {{"start", 3.0}, {"step", -2.0}, {"count", std::vector<SymInt>{6}}}, {}});
+  t.push_back({"arange_f32", O::Arange,
+               {{"start", 0.25}, {"step", 0.5}, {"count", std::vector<SymInt>{5}}, {"dtype", DType::F32}}, {}});
   t.push_back({"sym_ints_i32_scalar", O::SymInts,
                {{"values", std::vector<SymInt>{5}}, {"dtype", DType::I32}, {"scalar", true}}, {}});
   t.push_back({"reshape_to_rank0", O::Reshape, {{"shape", std::vector<SymInt>{}}}, {{DType::F32, {1, 1}}}});

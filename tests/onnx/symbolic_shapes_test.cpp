@@ -136,6 +136,43 @@ TEST(SymbolicShapes, ASliceBySymbolicLengthKeepsItsGuardsAndARunBreakingThemIsRe
   }
 }
 
+// Position ids as transformers export them: Range(0, seq, 1) with seq = Shape(x)[1], a scalar.
+TEST(SymbolicShapes, RangeToASymbolicLimitCountsAtEachRun) {
+  ModelBuilder b;
+  b.input("x", {2, 0}, {"", "seq"});
+  b.init_i64("one", {1});
+  b.node("Shape", "shape", {"x"}, {"s"});
+  b.node("Gather", "len", {"s", "one"}, {"n1"});
+  b.init_i64("scalar", {});
+  b.node("Reshape", "to_scalar", {"n1", "scalar"}, {"n"});
+  P* start = b.g->add_initializer();
+  start->set_name("start");
+  start->set_data_type(P::INT64);
+  start->add_int64_data(0);
+  P* delta = b.g->add_initializer();
+  delta->set_name("delta");
+  delta->set_data_type(P::INT64);
+  delta->add_int64_data(1);
+  b.node("Range", "positions", {"start", "n", "delta"}, {"ids"});
+  ModelBuilder::attr_int(b.node("Cast", "to_float", {"ids"}, {"idf"}), "to", P::FLOAT);
+  b.node("Add", "add", {"x", "idf"}, {"y"});
+  b.output("y");
+  const ImportedModel m = import_onnx(b.save(temp_dir("sym_range")));
+  EXPECT_NE(print_graph(m.graph).find("arange() {count=[max(0,seq)], dtype=i64, start=0.0, step=1.0}"),
+            std::string::npos)
+      << print_graph(m.graph);
+  for (const Device& device : devices()) {
+    CompiledModel compiled(m, device);
+    for (int64_t seq : {3, 6}) {
+      std::vector<float> want;
+      for (int64_t r = 0; r < 2; ++r)
+        for (int64_t i = 0; i < seq; ++i) want.push_back(float(i));
+      EXPECT_EQ(compiled.run({zeros({2, seq}, device)}).at(0).to_vector<float>(), want)
+          << device.name() << ", seq=" << seq;
+    }
+  }
+}
+
 // A Reshape target read from tensor contents cannot be known at import: the error says so and
 // names the node that computes it.
 TEST(SymbolicShapes, AShapeComputedFromTensorValuesIsRefusedNamingItsNode) {

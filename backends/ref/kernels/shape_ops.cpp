@@ -422,11 +422,20 @@ void sym_ints_kernel(const KernelContext& ctx) {
   }
 }
 
+void arange_kernel(const KernelContext& ctx) {
+  const double start = ctx.attrs.get_float("start"), step = ctx.attrs.get_float("step");
+  const HostTensor& out = ctx.outputs[0];
+  std::vector<double> values(size_t(out.numel()));
+  for (size_t i = 0; i < values.size(); ++i) values[i] = start + double(i) * step;
+  convert_elements(values.data(), DType::F64, out.data, out.dtype, values.size());
+}
+
 }  // namespace
 
 void register_shape(KernelTable& t) {
   t.set(OpKind::Constant, constant_kernel);
   t.set(OpKind::SymInts, sym_ints_kernel);
+  t.set(OpKind::Arange, arange_kernel);
   t.set(OpKind::Reshape, reshape_kernel);
   t.set(OpKind::Permute, permute_kernel);
   t.set(OpKind::Slice, slice_kernel);

@@ -201,6 +201,7 @@ std::vector<Value*> tile_grad(G& b) {
 void define_shape_grads(std::vector<OpDef>& t) {
   t[size_t(K::Constant)].gradient = Gradient::None;
   t[size_t(K::SymInts)].gradient = Gradient::None;
+  t[size_t(K::Arange)].gradient = Gradient::None;
   set_rule(t, K::Reshape, [](G& b) -> std::vector<Value*> {
     AttrMap attrs;
     attrs.set("shape", b.input(0)->type.shape);

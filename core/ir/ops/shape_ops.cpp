@@ -1,5 +1,5 @@
-// Shape and dtype rules of the data-movement ops: constant, sym_ints, reshape, permute, slice,
-// concat, split, gather, index_select, expand, pad, tile.
+// Shape and dtype rules of the data-movement ops: constant, sym_ints, arange, reshape, permute,
+// slice, concat, split, gather, index_select, expand, pad, tile.
 #include <algorithm>
 #include <limits>
 
@@ -80,6 +80,16 @@ std::vector<TensorType> sym_ints_rule(const InferContext& ctx) {
   if (values.size() != 1)
     ctx.fail("a scalar holds one value, got " + std::to_string(values.size()));
   return {{dtype, {}}};
+}
+
+// start, start + step, ... : `count` values (a size, possibly symbolic) of `dtype`.
+std::vector<TensorType> arange_rule(const InferContext& ctx) {
+  const std::vector<SymInt>& count = ctx.attrs().get_syms("count");
+  if (count.size() != 1) ctx.fail("count holds one size, got " + std::to_string(count.size()));
+  if (count[0].is_static() && count[0].value() < 0) ctx.fail("count must not be negative");
+  const DType dtype = ctx.attrs().get_dtype("dtype");
+  if (dtype == DType::Bool) ctx.fail("dtype must be a number type");
+  return {{dtype, {count[0]}}};
 }
 
 std::vector<TensorType> reshape_rule(const InferContext& ctx) {
@@ -388,6 +398,12 @@ void define_shape(std::vector<OpDef>& t) {
                         {"dtype", AttrType::Type, DType::I64},
                         {"scalar", AttrType::Bool, false}},
                        sym_ints_rule));
+  t.push_back(shape_op(OpKind::Arange, 0, 0,
+                       {{"start", AttrType::Float, 0.0},
+                        {"step", AttrType::Float, 1.0},
+                        {"count", AttrType::Syms, std::nullopt},
+                        {"dtype", AttrType::Type, DType::I64}},
+                       arange_rule));
 
   using Ints = std::vector<int64_t>;
   // shape: dims may be symbolic; one -1 is inferred; 0 is a literal size 0.
