@@ -249,20 +249,22 @@ MODELS = {
     "vit_b_16": (lambda: torchvision_model("vit_b_16"), [1, 3, 224, 224], 14, False),
 }
 
-# name -> (builder, three input shapes, the input's dynamic axes, opset), all small.
+# name -> (builder, three input shapes, the input's dynamic axes, opset, small).
 DYNAMIC_MODELS = {
     "gpt2_block_small_dynamic": (lambda: Gpt2Block(128, 4, 32), [[1, 32, 128], [3, 16, 128], [2, 7, 128]],
-                                 {0: "batch", 1: "seq"}, 14),
+                                 {0: "batch", 1: "seq"}, 14, True),
     "transformer_encoder_dynamic": (lambda: Encoder(), [[1, 10, 64], [4, 10, 64], [2, 23, 64]],
-                                    {0: "batch", 1: "seq"}, 14),
+                                    {0: "batch", 1: "seq"}, 14, True),
     # The recurrent nets unroll over time at import, so their sequence length stays static.
-    "lstm_dynamic": (lambda: Lstm(), [[1, 16, 32], [5, 16, 32], [3, 16, 32]], {0: "batch"}, 14),
+    "lstm_dynamic": (lambda: Lstm(), [[1, 16, 32], [5, 16, 32], [3, 16, 32]], {0: "batch"}, 14, True),
     "gru_bidirectional_dynamic": (lambda: BiGru(), [[1, 12, 16], [4, 12, 16], [2, 12, 16]],
-                                  {0: "batch"}, 14),
+                                  {0: "batch"}, 14, True),
     "channel_shuffle_dynamic": (lambda: ChannelShuffleNet(), [[1, 3, 16, 16], [4, 3, 16, 16], [7, 3, 16, 16]],
-                                {0: "batch"}, 14),
+                                {0: "batch"}, 14, True),
     "audio_conv1d_dynamic": (lambda: AudioConv1d(), [[1, 1, 800], [4, 1, 800], [3, 1, 1600]],
-                             {0: "batch", 2: "time"}, 14),
+                             {0: "batch", 2: "time"}, 14, True),
+    "resnet18_dynamic": (lambda: torchvision_model("resnet18"), [[1, 3, 224, 224], [3, 3, 224, 224], [2, 3, 224, 224]],
+                         {0: "batch"}, 14, False),
 }
 
 
@@ -283,7 +285,7 @@ def flat_outputs(outputs):
 
 def export(name, out_dir):
     if name in DYNAMIC_MODELS:
-        build, shapes, axes, opset = DYNAMIC_MODELS[name]
+        build, shapes, axes, opset, _ = DYNAMIC_MODELS[name]
     else:
         build, shape, opset, _ = MODELS[name]
         shapes, axes = [shape], None
@@ -325,7 +327,8 @@ def main():
     parser.add_argument("--only", default="", help="comma-separated model names: " + ",".join(known))
     parser.add_argument("--small", action="store_true", help="only the small models")
     args = parser.parse_args()
-    names = [n for n in MODELS if not args.small or MODELS[n][3]] + list(DYNAMIC_MODELS)
+    names = [n for n in MODELS if not args.small or MODELS[n][3]]
+    names += [n for n in DYNAMIC_MODELS if not args.small or DYNAMIC_MODELS[n][4]]
     if args.only:
         wanted = [n.strip() for n in args.only.split(",") if n.strip()]
         unknown = [n for n in wanted if n not in known]
