@@ -158,7 +158,8 @@ struct Recurrence {
   // Initial state (input i) of direction d as [batch, hidden]; zeros when absent.
   Value* initial(size_t i, size_t d) {
     if (!n.has_input(i)) {
-      if (!batch.is_static()) n.unsupported("a symbolic batch without initial states");
+      if (!batch.is_static())  // zeros broadcast to the run's batch
+        return n.emit(OpKind::Expand, {n.scalar(0, dtype)}, {{"shape", Shape{batch, hidden}}});
       Literal zeros{dtype, {batch.value(), hidden}, {}};
       zeros.bytes.assign(size_t(zeros.numel()) * dtype_size(dtype), 0);
       return n.constant_value(zeros);

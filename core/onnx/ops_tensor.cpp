@@ -41,11 +41,21 @@ Ints static_shape(N& n, const TensorType& t, const std::string& why) {
   return static_dims(t.shape);
 }
 
-// Negative indices count from the end: normalized in the literal when constant, else by ops.
+// Negative indices count from the end: normalized in the literal when constant, else by ops. Along
+// a symbolic dim a constant index list becomes size + i expressions, and other indices add the
+// run's size where they are negative.
 Value* wrap_indices(N& n, Value* idx, const SymInt& size) {
   if (const Literal* lit = constant_of(idx)) {
-    if (!size.is_static()) return idx;
-    Literal fixed = *lit;
+    if (!size.is_static()) {
+      std::optional<ShapeValues> known = shape_values_of(idx);
+      bool negative = false;
+      for (int64_t i = 0; i < lit->numel(); ++i) negative = negative || lit->element(i) < 0;
+      if (!negative) return idx;
+      if (!known) n.unsupported("negative indices along the symbolic dim " + size.str());
+      for (SymInt& v : known->values)
+        if (v.value() < 0) v = size + v;
+      return n.shape_value(*known);
+    }
     Ints v(size_t(lit->numel()));
     for (size_t i = 0; i < v.size(); ++i) {
       v[i] = int64_t(lit->element(int64_t(i)));
@@ -53,10 +63,10 @@ Value* wrap_indices(N& n, Value* idx, const SymInt& size) {
     }
     return n.cast(n.constant_value(ints_literal(v, lit->shape)), lit->dtype);
   }
-  if (!size.is_static()) return idx;
   const DType dt = idx->type.dtype;
   Value* neg = n.emit(OpKind::Lt, {idx, n.scalar(0, dt)});
-  Value* up = n.emit(OpKind::Add, {idx, n.scalar(double(size.value()), dt)});
+  Value* count = size.is_static() ? n.scalar(double(size.value()), dt) : n.shape_value({dt, true, {size}});
+  Value* up = n.emit(OpKind::Add, {idx, count});
   return n.emit(OpKind::Where, {neg, up, idx});
 }
 
@@ -287,23 +297,33 @@ Literal band_mask(int64_t rows, int64_t cols, int64_t k, int mode /*0 eye,1 uppe
   return m;
 }
 
+// The mask as a constant for static sizes; along symbolic ones, column minus row index compared
+// with k at run time (two aranges).
+Value* band_mask_value(N& n, const SymInt& rows, const SymInt& cols, int64_t k, int mode) {
+  if (rows.is_static() && cols.is_static())
+    return n.constant_value(band_mask(rows.value(), cols.value(), k, mode));
+  Value* row = n.reshape(n.emit(OpKind::Arange, {}, {{"count", Shape{rows}}}), {rows, 1});
+  Value* col = n.reshape(n.emit(OpKind::Arange, {}, {{"count", Shape{cols}}}), {1, cols});
+  const OpKind compare = mode == 0 ? OpKind::Eq : mode == 1 ? OpKind::Ge : OpKind::Le;
+  return n.emit(compare, {n.emit(OpKind::Sub, {col, row}), n.scalar(double(k), DType::I64)});
+}
+
 void map_trilu(N& n) {
   Value* x = n.input(0);
-  const Ints s = static_shape(n, x->type, "Trilu");
+  const Shape& s = x->type.shape;
   if (s.size() < 2) n.fail("input must have rank >= 2");
   const int64_t k = n.has_input(1) ? n.constant_ints(1, "k").at(0) : 0;
-  Value* mask = n.constant_value(band_mask(s[s.size() - 2], s.back(), k, n.attr_int("upper", 1) ? 1 : 2));
+  Value* mask = band_mask_value(n, s[s.size() - 2], s.back(), k, n.attr_int("upper", 1) ? 1 : 2);
   n.set_output(0, n.emit(OpKind::Where, {mask, x, n.scalar(0, x->type.dtype)}));
 }
 
 void map_eye_like(N& n) {
-  const Ints s = static_shape(n, n.input_type(0), "EyeLike");
+  const Shape& s = n.input_type(0).shape;
   if (s.size() != 2) n.fail("input must be 2-d");
   DType dt = n.input_type(0).dtype;
   if (n.has_attr("dtype") && !dtype_from_onnx(int(n.attr_int("dtype", 1)), &dt))
     n.unsupported("dtype " + onnx_type_name(int(n.attr_int("dtype", 1))));
-  Value* mask = n.constant_value(band_mask(s[0], s[1], n.attr_int("k", 0), 0));
-  n.set_output(0, n.cast(mask, dt));
+  n.set_output(0, n.cast(band_mask_value(n, s[0], s[1], n.attr_int("k", 0), 0), dt));
 }
 
 }  // namespace

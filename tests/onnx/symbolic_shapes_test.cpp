@@ -3,6 +3,8 @@
 // sizes from one import, on every device, against values derived by hand.
 #include <gtest/gtest.h>
 
+#include <cmath>
+
 #include <kiln/kiln.h>
 
 #include "core/ir/text.h"
@@ -170,6 +172,83 @@ TEST(SymbolicShapes, RangeToASymbolicLimitCountsAtEachRun) {
       EXPECT_EQ(compiled.run({zeros({2, seq}, device)}).at(0).to_vector<float>(), want)
           << device.name() << ", seq=" << seq;
     }
+  }
+}
+
+// The last position of a sequence, x[:, -1, :]: a negative index along a symbolic dim counts from
+// the run's end.
+TEST(SymbolicShapes, ANegativeIndexAlongASymbolicDimCountsFromTheEnd) {
+  ModelBuilder b;
+  b.input("x", {2, 0, 3}, {"", "seq"});
+  P* last = b.g->add_initializer();
+  last->set_name("last");
+  last->set_data_type(P::INT64);
+  last->add_int64_data(-1);
+  ModelBuilder::attr_int(b.node("Gather", "pick", {"x", "last"}, {"y"}), "axis", 1);
+  b.output("y");
+  const ImportedModel m = import_onnx(b.save(temp_dir("sym_gather_last")));
+  EXPECT_EQ(m.outputs[0].type.str(), "f32[2,3]");
+  for (const Device& device : devices()) {
+    CompiledModel compiled(m, device);
+    for (int64_t seq : {2, 5}) {
+      const std::vector<float> x = iota(2 * seq * 3);
+      std::vector<float> want;
+      for (int64_t r = 0; r < 2; ++r)
+        for (int64_t c = 0; c < 3; ++c) want.push_back(x[size_t((r * seq + seq - 1) * 3 + c)]);
+      EXPECT_EQ(compiled.run({from_vector(x, {2, seq, 3}, device)}).at(0).to_vector<float>(), want)
+          << device.name() << ", seq=" << seq;
+    }
+  }
+}
+
+// A causal mask as exporters write torch.triu: Trilu over [seq, seq] with k = 1.
+TEST(SymbolicShapes, TriluOverSymbolicDimsMasksAtEachSize) {
+  ModelBuilder b;
+  b.input("x", {0, 0}, {"seq", "seq"});
+  P* k = b.g->add_initializer();
+  k->set_name("k");
+  k->set_data_type(P::INT64);
+  k->add_int64_data(1);
+  b.node("Trilu", "upper", {"x", "k"}, {"y"});
+  b.output("y");
+  const ImportedModel m = import_onnx(b.save(temp_dir("sym_trilu")));
+  for (const Device& device : devices()) {
+    EagerModel eager(m, device);
+    CompiledModel compiled(m, device);
+    for (int64_t seq : {3, 4}) {
+      std::vector<float> ones(size_t(seq * seq), 1.0f), want;
+      for (int64_t i = 0; i < seq; ++i)
+        for (int64_t j = 0; j < seq; ++j) want.push_back(j - i >= 1 ? 1.0f : 0.0f);
+      const Tensor x = from_vector(ones, {seq, seq}, device);
+      EXPECT_EQ(eager.run({x}).at(0).to_vector<float>(), want) << device.name() << " eager, seq=" << seq;
+      EXPECT_EQ(compiled.run({x}).at(0).to_vector<float>(), want) << device.name() << ", seq=" << seq;
+    }
+  }
+}
+
+// An RNN without initial states starts from zeros of the run's batch: h_t = tanh(2 x_t + 0.5 h_{t-1}),
+// each batch row on its own.
+TEST(SymbolicShapes, ARecurrentOpWithoutInitialStatesTakesTheRunsBatch) {
+  ModelBuilder b(14);
+  b.input("x", {2, 0, 1}, {"", "batch"});
+  b.init("W", {1, 1, 1}, {2});
+  b.init("R", {1, 1, 1}, {0.5f});
+  ModelBuilder::attr_int(b.node("RNN", "rnn", {"x", "W", "R"}, {"y", "y_h"}), "hidden_size", 1);
+  b.output("y");
+  b.output("y_h");
+  const ImportedModel m = import_onnx(b.save(temp_dir("sym_rnn")));
+  for (int64_t batch : {1, 3}) {
+    std::vector<float> x, want_h;
+    for (int64_t t = 0; t < 2; ++t)
+      for (int64_t r = 0; r < batch; ++r) x.push_back(0.3f * float(r + 1) - 0.2f * float(t));
+    for (int64_t r = 0; r < batch; ++r) {
+      double h = 0;
+      for (int64_t t = 0; t < 2; ++t) h = std::tanh(2 * double(x[size_t(t * batch + r)]) + 0.5 * h);
+      want_h.push_back(float(h));
+    }
+    const std::vector<float> got = run_model(m, {from_vector(x, {2, batch, 1})}, Device::cpu()).at(1).to_vector<float>();
+    ASSERT_EQ(got.size(), want_h.size());
+    for (size_t i = 0; i < got.size(); ++i) EXPECT_NEAR(got[i], want_h[i], 1e-6) << "batch " << batch;
   }
 }
 
