@@ -39,7 +39,9 @@ struct ImportOptions {
   // (Reshape's shape, Slice's starts, ...). Inputs fixed this way act as initializers and leave
   // ImportedModel::inputs; the others stay inputs. Their shapes also serve as input_shapes.
   std::map<std::string, Literal> input_values;
-  // Actual sizes of graph inputs, giving symbolic dims their hints.
+  // Actual sizes of graph inputs, giving symbolic dims their hints (1 where not given). Shape
+  // decisions on symbols follow the hints and are checked on every run (ImportedModel::guards),
+  // so give sizes typical of the runs.
   std::map<std::string, std::vector<int64_t>> input_shapes;
 };
 

@@ -103,8 +103,14 @@ void map_split(N& n) {
                               : (n.has_input(1) ? n.constant_ints(1, "split") : Ints{});
   if (sizes.empty()) {
     const SymInt& d = x->type.shape[size_t(axis)];
-    if (!d.is_static()) n.unsupported("an equal split of a symbolic dim");
     const int64_t parts = int64_t(n.num_outputs());
+    if (!d.is_static() && parts > 0) {  // equal parts of a symbolic dim: one slice per part
+      const SymInt part = d / parts;
+      for (int64_t i = 0; i < parts; ++i)
+        n.set_output(size_t(i), n.emit(OpKind::Slice, {x}, {{"axes", Ints{axis}}, {"starts", Shape{part * i}},
+                                                            {"ends", Shape{part * (i + 1)}}}));
+      return;
+    }
     if (parts == 0 || d.value() % parts != 0)
       n.fail("dim " + d.str() + " does not split evenly into " + std::to_string(parts));
     sizes.assign(size_t(parts), d.value() / parts);
@@ -171,6 +177,28 @@ void map_gather(N& n, bool elements) {
   const int64_t axis = normalize_axis_or(n, n.attr_int("axis", 0), rank);
   Value* idx = wrap_indices(n, n.input(1), x->type.shape[size_t(axis)]);
   n.set_output(0, n.emit(elements ? OpKind::Gather : OpKind::IndexSelect, {x, idx}, {{"dim", axis}}));
+}
+
+// Repeats computed from symbolic dims tile by broadcasting: x viewed as [1, d0, 1, d1, ...],
+// expanded to [r0, d0, r1, d1, ...], then merged to [r0*d0, r1*d1, ...].
+void map_tile(N& n) {
+  Value* x = n.input(0);
+  const Shape repeats = n.sym_ints(1, "repeats");
+  if (is_static(repeats)) {
+    n.set_output(0, n.emit(OpKind::Tile, {x}, {{"repeats", static_dims(repeats)}}));
+    return;
+  }
+  const Shape& dims = x->type.shape;
+  if (repeats.size() != dims.size())
+    n.fail("repeats " + shape_str(repeats) + " must have one entry per dim of " + x->type.str());
+  Shape spread, expanded, merged;
+  for (size_t i = 0; i < dims.size(); ++i) {
+    spread.insert(spread.end(), {SymInt(1), dims[i]});
+    expanded.insert(expanded.end(), {repeats[i], dims[i]});
+    merged.push_back(repeats[i] * dims[i]);
+  }
+  Value* wide = n.emit(OpKind::Expand, {n.reshape(x, spread)}, {{"shape", expanded}});
+  n.set_output(0, n.reshape(wide, merged));
 }
 
 void map_pad(N& n) {
@@ -345,9 +373,7 @@ void register_tensor_ops(OpTable& t) {
   t["Expand"] = [](N& n) {
     n.set_output(0, n.emit(OpKind::Expand, {n.input(0)}, {{"shape", n.sym_ints(1, "shape")}}));
   };
-  t["Tile"] = [](N& n) {
-    n.set_output(0, n.emit(OpKind::Tile, {n.input(0)}, {{"repeats", n.constant_ints(1, "repeats")}}));
-  };
+  t["Tile"] = map_tile;
   t["Pad"] = map_pad;
   t["DepthToSpace"] = [](N& n) { map_space_depth(n, true); };
   t["SpaceToDepth"] = [](N& n) { map_space_depth(n, false); };

@@ -252,6 +252,39 @@ TEST(SymbolicShapes, ARecurrentOpWithoutInitialStatesTakesTheRunsBatch) {
   }
 }
 
+// A row repeated once per batch row (Tile by [batch, 1] from Shape), and an equal Split of a
+// symbolic dim into two halves.
+TEST(SymbolicShapes, TileBySymbolicRepeatsAndAnEqualSplitOfASymbolicDim) {
+  ModelBuilder b;
+  b.input("x", {0, 3}, {"batch"});
+  b.init("row", {1, 3}, {1, 2, 3});
+  b.init_i64("i0", {0});
+  b.init_i64("one", {1});
+  b.node("Shape", "shape", {"x"}, {"s"});
+  b.node("Gather", "b", {"s", "i0"}, {"bd"});
+  ModelBuilder::attr_int(b.node("Concat", "cat", {"bd", "one"}, {"reps"}), "axis", 0);
+  b.node("Tile", "tile", {"row", "reps"}, {"rows"});
+  b.node("Add", "add", {"x", "rows"}, {"y"});
+  ModelBuilder::attr_int(b.node("Split", "halves", {"y"}, {"top", "bottom"}), "axis", 0);
+  b.output("top");
+  b.output("bottom");
+  // The hint decides the split's shape decisions: at the default 1 the halves would be empty.
+  ImportOptions options;
+  options.input_shapes["x"] = {4, 3};
+  const ImportedModel m = import_onnx(b.save(temp_dir("sym_tile_split")), options);
+  EXPECT_EQ(m.outputs[0].type.str(), "f32[batch//2,3]");
+  for (const Device& device : devices()) {
+    CompiledModel compiled(m, device);
+    for (int64_t batch : {2, 4}) {
+      const std::vector<Tensor> out = compiled.run({zeros({batch, 3}, device)});
+      std::vector<float> half;
+      for (int64_t r = 0; r < batch / 2; ++r) half.insert(half.end(), {1, 2, 3});
+      EXPECT_EQ(out.at(0).to_vector<float>(), half) << device.name() << ", batch=" << batch;
+      EXPECT_EQ(out.at(1).to_vector<float>(), half) << device.name() << ", batch=" << batch;
+    }
+  }
+}
+
 // A Reshape target read from tensor contents cannot be known at import: the error says so and
 // names the node that computes it.
 TEST(SymbolicShapes, AShapeComputedFromTensorValuesIsRefusedNamingItsNode) {
