@@ -175,6 +175,29 @@ Literal NodeContext::attr_tensor(const std::string& name) const {
   }
 }
 
+std::vector<Value*> NodeContext::import_subgraph(const std::string& name,
+                                                 const std::vector<Value*>& inputs) {
+  const auto* a = find_attr(name);
+  if (!a || a->type() != kiln_onnx::AttributeProto::GRAPH) fail("attribute '" + name + "' must be a graph");
+  if (inputs.size() != size_t(a->g().input_size()))
+    fail(name + " takes " + std::to_string(a->g().input_size()) + " inputs, the node gives " +
+         std::to_string(inputs.size()));
+  const std::map<std::string, Value*> outer = ctx_.values;
+  for (size_t k = 0; k < inputs.size(); ++k) ctx_.values[a->g().input(int(k)).name()] = inputs[k];
+  for (const auto& node : a->g().node()) ctx_.map_node(node);
+  std::vector<Value*> outputs;
+  for (const auto& out : a->g().output()) {
+    auto it = ctx_.values.find(out.name());
+    if (it == ctx_.values.end()) {
+      ctx_.values = outer;
+      unsupported(name + " output '" + out.name() + "' is not produced");
+    }
+    outputs.push_back(it->second);
+  }
+  ctx_.values = outer;
+  return outputs;
+}
+
 void NodeContext::require_attr_int(const std::string& name, int64_t expected) const {
   const int64_t v = attr_int(name, expected);
   if (v != expected)

@@ -87,6 +87,10 @@ class NodeContext {
   std::vector<std::string> attr_strings(const std::string& name,
                                         std::vector<std::string> fallback = {}) const;
   Literal attr_tensor(const std::string& name) const;
+  // The outputs of graph attribute `name` (If's branches, a Loop's body): its nodes are mapped into
+  // this graph with the enclosing values in scope and its inputs bound to `inputs`; the names it
+  // defines are dropped afterwards. Each call maps the nodes again (an unrolled iteration).
+  std::vector<Value*> import_subgraph(const std::string& name, const std::vector<Value*>& inputs = {});
   // Rejects attributes that the mapping ignores when they hold a non-default value.
   void require_attr_int(const std::string& name, int64_t expected) const;
 
@@ -124,6 +128,7 @@ void register_composite_ops(OpTable& table);
 void register_resize_ops(OpTable& table);  // Resize, Upsample, Einsum, TopK
 void register_scatter_ops(OpTable& table);  // Scatter*, GatherND, Compress
 void register_rnn_ops(OpTable& table);      // RNN, GRU, LSTM (unrolled)
+void register_control_ops(OpTable& table);  // If
 
 // The value table of one import.
 class ImportContext {
@@ -139,6 +144,8 @@ class ImportContext {
   std::map<std::string, Value*> values;       // ONNX value name -> kiln value
   std::set<std::string> real_inputs;          // names of the model's graph inputs
   std::set<const Value*> initializer_values;  // constants that came from initializers
+  // Maps one node as the importer does (collecting what is unsupported): for subgraphs.
+  std::function<void(const kiln_onnx::NodeProto&)> map_node;
 };
 
 // Shape decisions made on symbolic dims while importing, each with the node that made it.

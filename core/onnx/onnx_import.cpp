@@ -23,6 +23,7 @@ const OpTable& op_table() {
     register_resize_ops(t);
     register_scatter_ops(t);
     register_rnn_ops(t);
+    register_control_ops(t);
     return t;
   }();
   return table;
@@ -148,6 +149,7 @@ struct Importer {
     Graph& g = result.graph;
     const std::string dir = std::filesystem::path(path).parent_path().string();
     ImportContext ctx(g, dir, options, fixed);
+    ctx.map_node = [&](const kiln_onnx::NodeProto& node) { map_node(ctx, node); };
     const auto& graph = model.graph();
 
     std::set<std::string> initializer_names;

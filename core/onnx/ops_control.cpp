@@ -1,0 +1,139 @@
+// ONNX control flow -> kiln ops. If: both branches are imported into the graph and each output
+// selects between them (where), as kiln::cond traces; a condition known at import picks one
+// branch. Loop and Scan are unrolled at import: a Loop needs its trip count and condition known
+// (they decide the output shapes), a Scan a static sequence length.
+#include <algorithm>
+
+#include "core/onnx/import_context.h"
+
+namespace kiln::onnx::detail {
+namespace {
+
+using N = NodeContext;
+
+bool same_type(const TensorType& a, const TensorType& b) {
+  if (a.dtype != b.dtype || a.rank() != b.rank()) return false;
+  for (size_t d = 0; d < a.rank(); ++d)
+    if (!(a.shape[d] == b.shape[d])) return false;
+  return true;
+}
+
+void map_if(N& n) {
+  Value* c = n.input(0);
+  if (c->type.dtype != DType::Bool || !is_static(c->type.shape) || numel(c->type.shape).value() != 1)
+    n.fail("the condition must be one bool, got " + c->type.str());
+  const std::vector<Value*> then_out = n.import_subgraph("then_branch");
+  const std::vector<Value*> else_out = n.import_subgraph("else_branch");
+  if (then_out.size() != else_out.size() || then_out.size() != n.num_outputs())
+    n.fail("then_branch has " + std::to_string(then_out.size()) + " outputs, else_branch " +
+           std::to_string(else_out.size()) + ", the node " + std::to_string(n.num_outputs()));
+  if (const Literal* known = constant_of(c)) {
+    const std::vector<Value*>& taken = known->element(0) != 0 ? then_out : else_out;
+    for (size_t i = 0; i < taken.size(); ++i) n.set_output(i, taken[i]);
+    return;
+  }
+  Value* flag = c->type.rank() == 0 ? c : n.reshape(c, {});
+  for (size_t i = 0; i < then_out.size(); ++i) {
+    if (!same_type(then_out[i]->type, else_out[i]->type))
+      n.unsupported("output " + std::to_string(i) + " is " + then_out[i]->type.str() +
+                    " in then_branch and " + else_out[i]->type.str() +
+                    " in else_branch; kiln selects between the branches, so their outputs must match");
+    n.set_output(i, n.emit(OpKind::Where, {flag, then_out[i], else_out[i]}));
+  }
+}
+
+// Scan outputs gathered per iteration, stacked along `axis` in iteration order.
+Value* stack(N& n, const std::vector<Value*>& parts, int64_t axis) {
+  std::vector<Value*> wide;
+  for (Value* p : parts) {
+    Shape s = p->type.shape;
+    const int64_t a = axis < 0 ? axis + int64_t(s.size()) + 1 : axis;
+    s.insert(s.begin() + a, SymInt(1));
+    wide.push_back(n.reshape(p, s));
+  }
+  return wide.size() == 1 ? wide[0] : n.emit(OpKind::Concat, wide, {{"dim", axis}});
+}
+
+Value* scalar_i64(N& n, int64_t v) { return n.scalar(double(v), DType::I64); }
+
+void map_loop(N& n) {
+  if (!n.has_input(0)) n.unsupported("a Loop without a trip count (kiln unrolls loops at import)");
+  const int64_t trips = n.constant_ints(0, "trip count (M)").at(0);
+  bool go = !n.has_input(1) || n.require_constant(1, "condition").element(0) != 0;
+  std::vector<Value*> carried;
+  for (size_t i = 2; i < n.num_inputs(); ++i) carried.push_back(n.input(i));
+  std::vector<std::vector<Value*>> scans;
+  for (int64_t i = 0; i < trips && go; ++i) {
+    std::vector<Value*> in = {scalar_i64(n, i), n.scalar(1, DType::Bool)};
+    in.insert(in.end(), carried.begin(), carried.end());
+    const std::vector<Value*> out = n.import_subgraph("body", in);
+    if (out.size() < 1 + carried.size()) n.fail("the body gives fewer outputs than the carried values");
+    const Literal* again = constant_of(out[0]);
+    if (!again)
+      n.unsupported("a Loop whose condition is computed from tensor values (kiln unrolls loops at import)");
+    go = again->element(0) != 0;
+    for (size_t k = 0; k < carried.size(); ++k) carried[k] = out[1 + k];
+    if (scans.empty()) scans.resize(out.size() - 1 - carried.size());
+    for (size_t k = 0; k < scans.size(); ++k) scans[k].push_back(out[1 + carried.size() + k]);
+  }
+  for (size_t k = 0; k < carried.size(); ++k) n.set_output(k, carried[k]);
+  for (size_t k = carried.size(); k < n.num_outputs(); ++k) {
+    if (scans.empty() || scans[k - carried.size()].empty())
+      n.unsupported("a Loop that runs no iteration with scan outputs");
+    n.set_output(k, stack(n, scans[k - carried.size()], 0));
+  }
+}
+
+void map_scan(N& n) {
+  if (n.opset() < 9) n.unsupported("Scan before opset 9 (with a batch axis and sequence_lens)");
+  const size_t scan_count = size_t(n.attr_int("num_scan_inputs", 0));
+  if (scan_count == 0 || scan_count > n.num_inputs()) n.fail("num_scan_inputs is out of range");
+  const size_t state_count = n.num_inputs() - scan_count;
+  const std::vector<int64_t> in_axes = n.attr_ints("scan_input_axes", std::vector<int64_t>(scan_count, 0));
+  const std::vector<int64_t> in_dirs = n.attr_ints("scan_input_directions", std::vector<int64_t>(scan_count, 0));
+  std::vector<Value*> states, scans;
+  for (size_t i = 0; i < state_count; ++i) states.push_back(n.input(i));
+  for (size_t i = 0; i < scan_count; ++i) scans.push_back(n.input(state_count + i));
+  std::vector<int64_t> axes;
+  for (size_t i = 0; i < scan_count; ++i)
+    axes.push_back(normalize_axis_or(n, in_axes.at(i), int64_t(scans[i]->type.rank())));
+  const SymInt& length = scans[0]->type.shape[size_t(axes[0])];
+  if (!length.is_static()) n.unsupported("Scan over a symbolic sequence length (kiln unrolls it)");
+  std::vector<std::vector<Value*>> outs;
+  for (int64_t t = 0; t < length.value(); ++t) {
+    std::vector<Value*> in = states;
+    for (size_t i = 0; i < scan_count; ++i) {
+      const int64_t at = in_dirs.at(i) ? length.value() - 1 - t : t;
+      Value* slice = n.emit(OpKind::Slice, {scans[i]}, {{"axes", std::vector<int64_t>{axes[i]}},
+                                                        {"starts", std::vector<int64_t>{at}},
+                                                        {"ends", std::vector<int64_t>{at + 1}}});
+      Shape s = slice->type.shape;
+      s.erase(s.begin() + axes[i]);
+      in.push_back(n.reshape(slice, s));
+    }
+    const std::vector<Value*> out = n.import_subgraph("body", in);
+    if (out.size() < state_count) n.fail("the body gives fewer outputs than the states");
+    for (size_t k = 0; k < state_count; ++k) states[k] = out[k];
+    if (outs.empty()) outs.resize(out.size() - state_count);
+    for (size_t k = 0; k < outs.size(); ++k) outs[k].push_back(out[state_count + k]);
+  }
+  const std::vector<int64_t> out_axes = n.attr_ints("scan_output_axes", std::vector<int64_t>(outs.size(), 0));
+  const std::vector<int64_t> out_dirs = n.attr_ints("scan_output_directions", std::vector<int64_t>(outs.size(), 0));
+  for (size_t k = 0; k < state_count; ++k) n.set_output(k, states[k]);
+  for (size_t k = 0; k < outs.size(); ++k) {
+    if (outs[k].empty()) n.unsupported("a Scan of length 0 with scan outputs");
+    std::vector<Value*> parts = outs[k];
+    if (out_dirs.at(k)) std::reverse(parts.begin(), parts.end());
+    n.set_output(state_count + k, stack(n, parts, out_axes.at(k)));
+  }
+}
+
+}  // namespace
+
+void register_control_ops(OpTable& t) {
+  t["If"] = map_if;
+  t["Loop"] = map_loop;
+  t["Scan"] = map_scan;
+}
+
+}  // namespace kiln::onnx::detail
