@@ -70,6 +70,12 @@ struct ModelBuilder {
     t->add_dims(int64_t(v.size()));
     for (int64_t x : v) t->add_int64_data(x);
   }
+  void init_scalar_i64(const std::string& name, int64_t v) {
+    P* t = g->add_initializer();
+    t->set_name(name);
+    t->set_data_type(P::INT64);
+    t->add_int64_data(v);
+  }
   kiln_onnx::NodeProto* node(const std::string& op, const std::string& name,
                              const std::vector<std::string>& in, const std::vector<std::string>& out) {
     auto* n = g->add_node();

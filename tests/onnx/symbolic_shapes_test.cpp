@@ -147,14 +147,8 @@ TEST(SymbolicShapes, RangeToASymbolicLimitCountsAtEachRun) {
   b.node("Gather", "len", {"s", "one"}, {"n1"});
   b.init_i64("scalar", {});
   b.node("Reshape", "to_scalar", {"n1", "scalar"}, {"n"});
-  P* start = b.g->add_initializer();
-  start->set_name("start");
-  start->set_data_type(P::INT64);
-  start->add_int64_data(0);
-  P* delta = b.g->add_initializer();
-  delta->set_name("delta");
-  delta->set_data_type(P::INT64);
-  delta->add_int64_data(1);
+  b.init_scalar_i64("start", 0);
+  b.init_scalar_i64("delta", 1);
   b.node("Range", "positions", {"start", "n", "delta"}, {"ids"});
   ModelBuilder::attr_int(b.node("Cast", "to_float", {"ids"}, {"idf"}), "to", P::FLOAT);
   b.node("Add", "add", {"x", "idf"}, {"y"});
@@ -180,10 +174,7 @@ TEST(SymbolicShapes, RangeToASymbolicLimitCountsAtEachRun) {
 TEST(SymbolicShapes, ANegativeIndexAlongASymbolicDimCountsFromTheEnd) {
   ModelBuilder b;
   b.input("x", {2, 0, 3}, {"", "seq"});
-  P* last = b.g->add_initializer();
-  last->set_name("last");
-  last->set_data_type(P::INT64);
-  last->add_int64_data(-1);
+  b.init_scalar_i64("last", -1);
   ModelBuilder::attr_int(b.node("Gather", "pick", {"x", "last"}, {"y"}), "axis", 1);
   b.output("y");
   const ImportedModel m = import_onnx(b.save(temp_dir("sym_gather_last")));
@@ -205,10 +196,7 @@ TEST(SymbolicShapes, ANegativeIndexAlongASymbolicDimCountsFromTheEnd) {
 TEST(SymbolicShapes, TriluOverSymbolicDimsMasksAtEachSize) {
   ModelBuilder b;
   b.input("x", {0, 0}, {"seq", "seq"});
-  P* k = b.g->add_initializer();
-  k->set_name("k");
-  k->set_data_type(P::INT64);
-  k->add_int64_data(1);
+  b.init_scalar_i64("k", 1);
   b.node("Trilu", "upper", {"x", "k"}, {"y"});
   b.output("y");
   const ImportedModel m = import_onnx(b.save(temp_dir("sym_trilu")));
