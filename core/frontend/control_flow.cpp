@@ -1,4 +1,5 @@
-// kiln::cond: one branch eagerly; traced, both branches and a select per output.
+// kiln::cond: one branch eagerly; traced, both branches and a select per output. kiln::while_loop:
+// a host loop.
 #include "core/frontend/control_flow.h"
 
 #include "core/frontend/ops.h"
@@ -25,6 +26,12 @@ std::vector<Tensor> run_branch(const BranchFn& fn, const std::vector<Tensor>& op
   return fn(operands);
 }
 
+void check_predicate(const Tensor& pred, const std::string& what, const Loc& loc) {
+  if (!pred.defined() || pred.dtype() != DType::Bool || pred.numel() != 1)
+    throw Error(what + " at " + short_location(loc) + ": the predicate must be a one-element bool " +
+                "tensor, got " + (pred.defined() ? pred.type().str() : std::string("an undefined tensor")));
+}
+
 }  // namespace
 
 std::vector<Tensor> cond(const Tensor& pred, const BranchFn& then_fn, const BranchFn& else_fn,
@@ -32,9 +39,7 @@ std::vector<Tensor> cond(const Tensor& pred, const BranchFn& then_fn, const Bran
   auto fail = [&](const std::string& why) {
     throw Error("kiln::cond at " + short_location(loc) + ": " + why);
   };
-  if (!pred.defined()) fail("the predicate is an undefined tensor");
-  if (pred.dtype() != DType::Bool || pred.numel() != 1)
-    fail("the predicate must be a one-element bool tensor, got " + pred.type().str());
+  check_predicate(pred, "kiln::cond", loc);
   if (!pred.is_traced()) return pred.item<bool>(loc) ? then_fn(operands) : else_fn(operands);
 
   const std::vector<Tensor> a = run_branch(then_fn, operands, "cond.then");
@@ -52,6 +57,25 @@ std::vector<Tensor> cond(const Tensor& pred, const BranchFn& then_fn, const Bran
     out.push_back(where(flag, a[i], b[i], loc));
   }
   return out;
+}
+
+std::vector<Tensor> while_loop(const LoopCondFn& cond_fn, const BranchFn& body_fn,
+                               std::vector<Tensor> carried, Loc loc) {
+  for (;;) {
+    const Tensor pred = cond_fn(carried);
+    check_predicate(pred, "kiln::while_loop", loc);
+    if (!pred.item<bool>(loc)) return carried;
+    std::vector<Tensor> next = body_fn(carried);
+    bool same = next.size() == carried.size();
+    for (size_t i = 0; same && i < next.size(); ++i) {
+      same = next[i].defined() && next[i].dtype() == carried[i].dtype() && next[i].dim() == carried[i].dim();
+      for (int64_t d = 0; same && d < next[i].dim(); ++d) same = next[i].shape(d) == carried[i].shape(d);
+    }
+    if (!same)
+      throw Error("kiln::while_loop at " + short_location(loc) + ": body_fn took " + types_text(carried) +
+                  " and returned " + types_text(next) + "; it must keep each value's dtype and shape");
+    carried = std::move(next);
+  }
 }
 
 }  // namespace kiln

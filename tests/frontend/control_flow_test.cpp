@@ -93,5 +93,35 @@ TEST(Cond, APredicateThatIsNotOneBoolIsAnError) {
   EXPECT_THROW(cond(x, same, same, {x}), Error);
 }
 
+// Doubling x until its sum passes 100: eagerly a host loop; compiled, each predicate read is a
+// graph break, so the function still gives the loop's result, and fullgraph refuses it.
+std::vector<Tensor> doubling(const Tensor& x) {
+  return while_loop([](const std::vector<Tensor>& c) { return le(sum(c[0]), 100.0); },
+                    [](const std::vector<Tensor>& c) { return std::vector<Tensor>{c[0] * 2.0}; }, {x});
+}
+
+TEST(WhileLoop, RunsTheBodyUntilThePredicateIsFalse) {
+  EXPECT_EQ(doubling(from_vector<float>({1, 2}, {2}))[0].to_vector<float>(), (std::vector<float>{64, 128}));
+  EXPECT_EQ(doubling(from_vector<float>({200, 0}, {2}))[0].to_vector<float>(), (std::vector<float>{200, 0}));
+  auto fast = compile([](const Tensor& x) { return doubling(x)[0]; });
+  EXPECT_EQ(fast(from_vector<float>({3, 0}, {2})).to_vector<float>(), (std::vector<float>{192, 0}));
+  EXPECT_GE(fast.stats().graph_breaks, 1);
+  auto strict = compile([](const Tensor& x) { return doubling(x)[0]; }, {.fullgraph = true});
+  EXPECT_THROW(strict(from_vector<float>({3, 0}, {2})), Error);
+}
+
+TEST(WhileLoop, ABodyThatChangesAShapeIsAnErrorNamingTheCallersLine) {
+  try {
+    while_loop([](const std::vector<Tensor>& c) { return lt(sum(c[0]), 10.0); },
+               [](const std::vector<Tensor>& c) { return std::vector<Tensor>{concat({c[0], c[0]}, 0)}; },
+               {from_vector<float>({1}, {1})});
+    FAIL() << "a growing carried value was accepted";
+  } catch (const Error& e) {
+    const std::string msg = e.what();
+    EXPECT_NE(msg.find("kiln::while_loop at control_flow_test.cpp:"), std::string::npos) << msg;
+    EXPECT_NE(msg.find("took (f32[1]) and returned (f32[2])"), std::string::npos) << msg;
+  }
+}
+
 }  // namespace
 }  // namespace kiln
