@@ -1,6 +1,7 @@
 // ONNX Resize/Upsample as one constant interpolation matrix per resized axis (nearest, linear and
 // cubic are all separable), applied with a matmul; Einsum as broadcast multiply + sum; TopK as k
-// rounds of argmax/argmin with the picked elements masked out.
+// rounds of argmax/argmin with the picked elements masked out. Dims that Resize keeps (a dynamic
+// batch) may be symbolic.
 #include <algorithm>
 #include <cctype>
 #include <cmath>
@@ -125,18 +126,19 @@ bool is_identity(const AxisMap& m, int64_t in, int64_t out) {
   return true;
 }
 
-// Applies `m` along `axis` of x (static shape `dims`): permute the axis last, matmul, permute back.
-Value* apply_axis_map(N& n, Value* x, Ints& dims, int64_t axis, const AxisMap& m, int64_t out) {
-  const int64_t rank = int64_t(dims.size()), in = dims[size_t(axis)];
+// Applies `m` along `axis` of x (a static dim of `dims`): permute the axis last, matmul, permute
+// back. The other dims may be symbolic.
+Value* apply_axis_map(N& n, Value* x, Shape& dims, int64_t axis, const AxisMap& m, int64_t out) {
+  const int64_t rank = int64_t(dims.size()), in = dims[size_t(axis)].value();
   const DType dt = x->type.dtype;
   Ints perm;
   for (int64_t i = 0; i < rank; ++i)
     if (i != axis) perm.push_back(i);
   perm.push_back(axis);
-  Ints moved;
-  int64_t rows = 1;
+  Shape moved;
+  SymInt rows = 1;
   for (int64_t p : perm) moved.push_back(dims[size_t(p)]);
-  for (size_t i = 0; i + 1 < moved.size(); ++i) rows *= moved[i];
+  for (size_t i = 0; i + 1 < moved.size(); ++i) rows = rows * moved[i];
   Value* y = rank == 1 ? x : n.emit(OpKind::Permute, {x}, {{"dims", perm}});
   y = n.reshape(y, {rows, in});
   std::vector<double> wt(size_t(in * out));  // transposed: [in, out]
@@ -146,7 +148,7 @@ Value* apply_axis_map(N& n, Value* x, Ints& dims, int64_t axis, const AxisMap& m
   if (std::any_of(m.bias.begin(), m.bias.end(), [](double b) { return b != 0; }))
     y = n.emit(OpKind::Add, {y, n.constant_value(f64_literal(m.bias, {out}, dt))});
   moved.back() = out;
-  y = n.reshape(y, make_shape(moved));
+  y = n.reshape(y, moved);
   Ints inverse(static_cast<size_t>(rank));
   for (int64_t i = 0; i < rank; ++i) inverse[size_t(perm[size_t(i)])] = i;
   if (rank > 1) y = n.emit(OpKind::Permute, {y}, {{"dims", inverse}});
@@ -154,10 +156,17 @@ Value* apply_axis_map(N& n, Value* x, Ints& dims, int64_t axis, const AxisMap& m
   return y;
 }
 
-Value* resize(N& n, Value* x, const ResizeSpec& spec, std::vector<double> scales, Ints sizes,
+// A dim of size `d` resized to `to` (a symbolic dim can only keep its size).
+void check_resizable(N& n, const SymInt& d, const SymInt& to) {
+  if (!d.is_static() || !to.is_static())
+    n.unsupported("Resize of the symbolic dim " + d.str() + " to " + to.str() +
+                  " (kiln resizes static dims; symbolic ones keep their size)");
+}
+
+Value* resize(N& n, Value* x, const ResizeSpec& spec, std::vector<double> scales, Shape sizes,
               const std::vector<double>& roi) {
   if (!is_floating(x->type.dtype)) n.unsupported("non-float input");
-  Ints dims = static_dims_of(n, x->type, "Resize");
+  Shape dims = x->type.shape;
   const int64_t rank = int64_t(dims.size());
   if (spec.mode != "nearest" && spec.mode != "linear" && spec.mode != "cubic")
     n.fail("unknown mode '" + spec.mode + "'");
@@ -165,19 +174,26 @@ Value* resize(N& n, Value* x, const ResizeSpec& spec, std::vector<double> scales
                                   "tf_half_pixel_for_nn", "tf_crop_and_resize"};
   if (std::find(std::begin(kCoords), std::end(kCoords), spec.coord) == std::end(kCoords))
     n.unsupported("coordinate_transformation_mode '" + spec.coord + "'");
-  Ints out(dims);
+  Shape out(dims);
   if (!sizes.empty()) {
     if (int64_t(sizes.size()) != rank) n.fail("sizes needs one value per input dim");
     scales.assign(size_t(rank), 1.0);
     for (int64_t i = 0; i < rank; ++i) {
       out[size_t(i)] = sizes[size_t(i)];
-      scales[size_t(i)] = double(sizes[size_t(i)]) / double(dims[size_t(i)]);
+      if (sizes[size_t(i)].same_as(dims[size_t(i)])) continue;
+      check_resizable(n, dims[size_t(i)], sizes[size_t(i)]);
+      scales[size_t(i)] = double(sizes[size_t(i)].value()) / double(dims[size_t(i)].value());
     }
   } else {
     if (int64_t(scales.size()) != rank) n.fail("scales needs one value per input dim");
     for (int64_t i = 0; i < rank; ++i) {
       if (scales[size_t(i)] <= 0) n.fail("scales must be positive");
-      out[size_t(i)] = int64_t(scales[size_t(i)] * double(dims[size_t(i)]));
+      if (!dims[size_t(i)].is_static()) {
+        if (scales[size_t(i)] == 1.0) continue;
+        n.unsupported("Resize of the symbolic dim " + dims[size_t(i)].str() + " by scale " +
+                      std::to_string(scales[size_t(i)]) + " (kiln resizes static dims)");
+      }
+      out[size_t(i)] = int64_t(scales[size_t(i)] * double(dims[size_t(i)].value()));
     }
   }
   if (spec.coord == "tf_crop_and_resize" && int64_t(roi.size()) != 2 * rank)
@@ -185,9 +201,14 @@ Value* resize(N& n, Value* x, const ResizeSpec& spec, std::vector<double> scales
   // Innermost axis first, so extrapolated values flow outward as in the reference's recursion.
   for (int64_t a = rank - 1; a >= 0; --a) {
     const double lo = roi.empty() ? 0 : roi[size_t(a)], hi = roi.empty() ? 1 : roi[size_t(a + rank)];
-    AxisMap m = axis_map(spec, dims[size_t(a)], out[size_t(a)], scales[size_t(a)], lo, hi);
-    if (is_identity(m, dims[size_t(a)], out[size_t(a)])) continue;
-    x = apply_axis_map(n, x, dims, a, m, out[size_t(a)]);
+    if (!dims[size_t(a)].is_static()) {  // kept size: the identity unless an roi crops it
+      if (lo != 0 || hi != 1) n.unsupported("an roi that crops the symbolic dim " + dims[size_t(a)].str());
+      continue;
+    }
+    const int64_t in = dims[size_t(a)].value(), to = out[size_t(a)].value();
+    AxisMap m = axis_map(spec, in, to, scales[size_t(a)], lo, hi);
+    if (is_identity(m, in, to)) continue;
+    x = apply_axis_map(n, x, dims, a, m, to);
   }
   return x;
 }
@@ -199,7 +220,7 @@ void map_resize(N& n) {
   if (n.attr_string("keep_aspect_ratio_policy", "stretch") != "stretch")
     n.unsupported("keep_aspect_ratio_policy other than stretch");
   std::vector<double> scales, roi;
-  Ints sizes;
+  Shape sizes;
   if (n.opset() < 11) {  // Resize-10: X, scales; asymmetric coordinates, floor for nearest
     spec.coord = "asymmetric";
     spec.nearest = "floor";
@@ -212,7 +233,7 @@ void map_resize(N& n) {
     spec.extrapolation = n.attr_float("extrapolation_value", 0.0);
     if (n.has_input(1) && spec.coord == "tf_crop_and_resize") roi = n.constant_floats(1, "roi");
     if (n.has_input(2)) scales = n.constant_floats(2, "scales");
-    if (n.has_input(3)) sizes = n.constant_ints(3, "sizes");
+    if (n.has_input(3)) sizes = n.sym_ints(3, "sizes");
     if (!scales.empty() && !sizes.empty()) n.fail("give scales or sizes, not both");
     if (scales.empty() && sizes.empty()) n.fail("needs scales or sizes");
   }
@@ -221,7 +242,7 @@ void map_resize(N& n) {
   if (!axes.empty()) {  // opset 18: scales/sizes/roi name only these axes
     const Ints dims = static_dims_of(n, n.input_type(0), "Resize");
     std::vector<double> full_scales(size_t(rank), 1.0), full_roi;
-    Ints full_sizes(dims);
+    Shape full_sizes = make_shape(dims);
     if (!roi.empty()) {
       full_roi.assign(size_t(2 * rank), 0.0);
       for (int64_t i = 0; i < rank; ++i) full_roi[size_t(rank + i)] = 1.0;

@@ -209,6 +209,25 @@ class AudioConv1d(nn.Module):
         return self.fc(y.mean(dim=2))
 
 
+class TinyUnet(nn.Module):
+    """An encoder-decoder with skips, as segmentation nets build it: conv, max pool, conv, nearest
+    upsampling by 2 added to the skip, then bilinear resizing to the skip's size (read with
+    x.shape[-2:]), and a 1x1 conv head."""
+
+    def __init__(self):
+        super().__init__()
+        self.enc = nn.Conv2d(3, 8, 3, padding=1)
+        self.mid = nn.Conv2d(8, 8, 3, padding=1)
+        self.head = nn.Conv2d(8, 2, 1)
+
+    def forward(self, x):
+        skip = F.relu(self.enc(x))
+        y = F.relu(self.mid(F.max_pool2d(skip, 2)))
+        y = F.interpolate(y, scale_factor=2.0, mode="nearest") + skip
+        y = F.interpolate(y, size=skip.shape[-2:], mode="bilinear", align_corners=False)
+        return self.head(y)
+
+
 def torchvision_model(name, shape=(1, 3, 224, 224)):
     """A torchvision model with seeded weights and batch-norm statistics measured on seeded random
     images: with the default running statistics (mean 0, variance 1) activations shrink layer by
@@ -263,6 +282,8 @@ DYNAMIC_MODELS = {
                                 {0: "batch"}, 14, True),
     "audio_conv1d_dynamic": (lambda: AudioConv1d(), [[1, 1, 800], [4, 1, 800], [3, 1, 1600]],
                              {0: "batch", 2: "time"}, 14, True),
+    "unet_upsample_dynamic": (lambda: TinyUnet(), [[1, 3, 16, 16], [3, 3, 16, 16], [2, 3, 16, 16]],
+                              {0: "batch"}, 14, True),
     "resnet18_dynamic": (lambda: torchvision_model("resnet18"), [[1, 3, 224, 224], [3, 3, 224, 224], [2, 3, 224, 224]],
                          {0: "batch"}, 14, False),
 }

@@ -1,6 +1,7 @@
 // Models exported with dynamic axes (samples/onnx_models/export_models.py, the *_dynamic cases:
 // a GPT block and nn.TransformerEncoder with dynamic batch and sequence length, an LSTM, a GRU, a
-// ShuffleNet-style channel shuffle and a conv1d audio net with dynamic batch) import once with
+// ShuffleNet-style channel shuffle, a conv1d audio net and a small U-Net that upsamples, with
+// dynamic batch) import once with
 // symbolic dims, and one EagerModel or CompiledModel runs all three of each case's sizes against
 // PyTorch's outputs at those sizes (|kiln - torch| <= 1e-4 + 1e-3 |torch|, the ONNX backend
 // tests' tolerance), on cpu and every other device that computes. Compiled, the cpu backend compiles
@@ -25,7 +26,8 @@ namespace fs = std::filesystem;
 
 const char* const kCases[] = {"gpt2_block_small_dynamic", "transformer_encoder_dynamic",
                               "lstm_dynamic",             "gru_bidirectional_dynamic",
-                              "channel_shuffle_dynamic",  "audio_conv1d_dynamic"};
+                              "channel_shuffle_dynamic",  "audio_conv1d_dynamic",
+                              "unet_upsample_dynamic"};
 
 struct DataSet {
   Literal input;
