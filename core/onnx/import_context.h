@@ -156,6 +156,12 @@ class ImportGuards : public GuardSink {
   std::vector<ImportGuard> guards;
 };
 
+// A bool [rows, cols] mask of the cells (i, j) with j - i == k (Diagonal), >= k (Upper) or <= k
+// (Lower): a constant for static sizes, computed at run time from aranges for symbolic ones.
+// Trilu, EyeLike and CumSum build on it.
+enum class Band { Diagonal, Upper, Lower };
+Value* band_mask(NodeContext& n, const SymInt& rows, const SymInt& cols, int64_t k, Band band);
+
 // The literal held by a `constant` node's output, else nullptr.
 const Literal* constant_of(const Value* v);
 

@@ -78,22 +78,18 @@ void map_sce(N& n) {
   n.set_output(1, log_prob);
 }
 
-// out[..., i] = sum over j of x[..., j] * M[j, i], M the (exclusive, reverse) prefix mask.
+// out[..., i] = sum over j of x[..., j] * M[j, i], M the (exclusive, reverse) prefix mask: j <= i
+// (j < i exclusive; j >= i, j > i reversed), a band of i - j. Over a symbolic dim the mask is
+// computed at run time.
 void map_cumsum(N& n) {
   Value* x = n.input(0);
   const int64_t rank = int64_t(x->type.rank());
   const int64_t axis = normalize_axis_or(n, n.constant_ints(1, "axis").at(0), rank);
-  const SymInt& size = x->type.shape[size_t(axis)];
-  if (!size.is_static()) n.unsupported("CumSum over a symbolic dim");
-  const int64_t len = size.value();
+  const SymInt len = x->type.shape[size_t(axis)];
   const bool exclusive = n.attr_int("exclusive", 0), reverse = n.attr_int("reverse", 0);
-  Literal mask{DType::F64, {len, len}, std::vector<uint8_t>(size_t(len * len) * 8)};
-  std::vector<double> m(size_t(len * len));
-  for (int64_t j = 0; j < len; ++j)
-    for (int64_t i = 0; i < len; ++i)
-      m[size_t(j * len + i)] = reverse ? (exclusive ? j > i : j >= i) : (exclusive ? j < i : j <= i);
-  if (!m.empty()) std::memcpy(mask.bytes.data(), m.data(), mask.bytes.size());
-  Value* mv = n.cast(n.constant_value(mask), x->type.dtype);  // [j, i]
+  Value* band = reverse ? band_mask(n, len, len, exclusive ? -1 : 0, Band::Lower)
+                        : band_mask(n, len, len, exclusive ? 1 : 0, Band::Upper);
+  Value* mv = n.cast(band, x->type.dtype);  // [j, i]
   // x with a new dim after `axis`: [..., j, 1, ...]; mask shaped [j, i] at (axis, axis+1).
   Value* xe = n.reshape(x, with_dim(x->type.shape, axis + 1, 1));
   Shape mshape(size_t(rank + 1), SymInt(1));

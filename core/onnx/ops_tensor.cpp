@@ -316,32 +316,12 @@ void map_range(N& n) {
   n.set_output(0, n.constant_value(lit));
 }
 
-// Trilu and EyeLike build a constant bool mask over the last two dims.
-Literal band_mask(int64_t rows, int64_t cols, int64_t k, int mode /*0 eye,1 upper,2 lower*/) {
-  Literal m{DType::Bool, {rows, cols}, std::vector<uint8_t>(size_t(rows * cols))};
-  for (int64_t i = 0; i < rows; ++i)
-    for (int64_t j = 0; j < cols; ++j)
-      m.bytes[size_t(i * cols + j)] = mode == 0 ? j - i == k : mode == 1 ? j - i >= k : j - i <= k;
-  return m;
-}
-
-// The mask as a constant for static sizes; along symbolic ones, column minus row index compared
-// with k at run time (two aranges).
-Value* band_mask_value(N& n, const SymInt& rows, const SymInt& cols, int64_t k, int mode) {
-  if (rows.is_static() && cols.is_static())
-    return n.constant_value(band_mask(rows.value(), cols.value(), k, mode));
-  Value* row = n.reshape(n.emit(OpKind::Arange, {}, {{"count", Shape{rows}}}), {rows, 1});
-  Value* col = n.reshape(n.emit(OpKind::Arange, {}, {{"count", Shape{cols}}}), {1, cols});
-  const OpKind compare = mode == 0 ? OpKind::Eq : mode == 1 ? OpKind::Ge : OpKind::Le;
-  return n.emit(compare, {n.emit(OpKind::Sub, {col, row}), n.scalar(double(k), DType::I64)});
-}
-
 void map_trilu(N& n) {
   Value* x = n.input(0);
   const Shape& s = x->type.shape;
   if (s.size() < 2) n.fail("input must have rank >= 2");
   const int64_t k = n.has_input(1) ? n.constant_ints(1, "k").at(0) : 0;
-  Value* mask = band_mask_value(n, s[s.size() - 2], s.back(), k, n.attr_int("upper", 1) ? 1 : 2);
+  Value* mask = band_mask(n, s[s.size() - 2], s.back(), k, n.attr_int("upper", 1) ? Band::Upper : Band::Lower);
   n.set_output(0, n.emit(OpKind::Where, {mask, x, n.scalar(0, x->type.dtype)}));
 }
 
@@ -351,10 +331,28 @@ void map_eye_like(N& n) {
   DType dt = n.input_type(0).dtype;
   if (n.has_attr("dtype") && !dtype_from_onnx(int(n.attr_int("dtype", 1)), &dt))
     n.unsupported("dtype " + onnx_type_name(int(n.attr_int("dtype", 1))));
-  n.set_output(0, n.cast(band_mask_value(n, s[0], s[1], n.attr_int("k", 0), 0), dt));
+  n.set_output(0, n.cast(band_mask(n, s[0], s[1], n.attr_int("k", 0), Band::Diagonal), dt));
 }
 
 }  // namespace
+
+Value* band_mask(NodeContext& n, const SymInt& rows, const SymInt& cols, int64_t k, Band band) {
+  auto keep = [&](int64_t i, int64_t j) {
+    return band == Band::Diagonal ? j - i == k : band == Band::Upper ? j - i >= k : j - i <= k;
+  };
+  if (rows.is_static() && cols.is_static()) {
+    const int64_t r = rows.value(), c = cols.value();
+    Literal m{DType::Bool, {r, c}, std::vector<uint8_t>(size_t(r * c))};
+    for (int64_t i = 0; i < r; ++i)
+      for (int64_t j = 0; j < c; ++j) m.bytes[size_t(i * c + j)] = keep(i, j);
+    return n.constant_value(m);
+  }
+  // Symbolic sizes: column minus row index, compared with k at run time (two aranges).
+  Value* row = n.reshape(n.emit(OpKind::Arange, {}, {{"count", Shape{rows}}}), {rows, 1});
+  Value* col = n.reshape(n.emit(OpKind::Arange, {}, {{"count", Shape{cols}}}), {1, cols});
+  const OpKind compare = band == Band::Diagonal ? OpKind::Eq : band == Band::Upper ? OpKind::Ge : OpKind::Le;
+  return n.emit(compare, {n.emit(OpKind::Sub, {col, row}), n.scalar(double(k), DType::I64)});
+}
 
 void register_tensor_ops(OpTable& t) {
   t["Reshape"] = map_reshape;

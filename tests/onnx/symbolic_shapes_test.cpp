@@ -273,6 +273,39 @@ TEST(SymbolicShapes, TileBySymbolicRepeatsAndAnEqualSplitOfASymbolicDim) {
   }
 }
 
+// Position ids from an attention mask, as transformers compute them: CumSum along a symbolic
+// sequence, forward and reverse exclusive.
+TEST(SymbolicShapes, CumSumAlongASymbolicDim) {
+  ModelBuilder b;
+  b.input("x", {2, 0}, {"", "seq"});
+  b.init_scalar_i64("axis", 1);
+  b.node("CumSum", "forward", {"x", "axis"}, {"y"});
+  auto* rev = b.node("CumSum", "backward", {"x", "axis"}, {"z"});
+  ModelBuilder::attr_int(rev, "reverse", 1);
+  ModelBuilder::attr_int(rev, "exclusive", 1);
+  b.output("y");
+  b.output("z");
+  const ImportedModel m = import_onnx(b.save(temp_dir("sym_cumsum")));
+  for (const Device& device : devices()) {
+    CompiledModel compiled(m, device);
+    for (int64_t seq : {3, 5}) {
+      const std::vector<float> x = iota(2 * seq);
+      std::vector<float> y, z;
+      for (int64_t r = 0; r < 2; ++r)
+        for (int64_t i = 0; i < seq; ++i) {
+          float before = 0, after = 0;
+          for (int64_t j = 0; j <= i; ++j) before += x[size_t(r * seq + j)];
+          for (int64_t j = i + 1; j < seq; ++j) after += x[size_t(r * seq + j)];
+          y.push_back(before);
+          z.push_back(after);
+        }
+      const std::vector<Tensor> out = compiled.run({from_vector(x, {2, seq}, device)});
+      EXPECT_EQ(out.at(0).to_vector<float>(), y) << device.name() << ", seq=" << seq;
+      EXPECT_EQ(out.at(1).to_vector<float>(), z) << device.name() << ", seq=" << seq;
+    }
+  }
+}
+
 // A Reshape target read from tensor contents cannot be known at import: the error says so and
 // names the node that computes it.
 TEST(SymbolicShapes, AShapeComputedFromTensorValuesIsRefusedNamingItsNode) {
