@@ -167,9 +167,6 @@ SymInt steps_in(const SymInt& span, int64_t step) {
   return (span + (step - 1)) / step;
 }
 
-// ONNX Slice along a dim of size d, as numpy slices (the ONNX reference implementation):
-// negative indices count from the end, then clamp into [0, d] for a positive step and [-1, d-1]
-// for a negative one; the result may be empty.
 // A slice bound: a negative one counts from the end. A symbolic bound's sign is a guard.
 SymInt from_end(const SymInt& d, const SymInt& bound) {
   if (!bound.is_static()) return bound < 0 ? d + bound : bound;
@@ -177,6 +174,9 @@ SymInt from_end(const SymInt& d, const SymInt& bound) {
   return b < 0 && b != kSliceOpenBegin ? d - (-b) : bound;
 }
 
+// ONNX Slice along a dim of size d, as numpy slices (the ONNX reference implementation):
+// negative indices count from the end, then clamp into [0, d] for a positive step and [-1, d-1]
+// for a negative one; the result may be empty.
 SymInt slice_length(const SymInt& d, const SymInt& start, const SymInt& end, int64_t step) {
   SymInt s = from_end(d, start);
   SymInt e = from_end(d, end);
