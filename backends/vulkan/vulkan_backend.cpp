@@ -3,6 +3,7 @@
 // choices persist in the disk cache (KILN_CACHE_DIR).
 #include "backends/vulkan/vulkan_backend.h"
 
+#include <algorithm>
 #include <cstdio>
 #include <mutex>
 #include <optional>
@@ -118,7 +119,16 @@ class VulkanBackendImpl : public VulkanBackend {
   // Software devices (lavapipe) read through texel buffers and compute 4 elements per invocation.
   std::optional<kernel::CodegenTarget> codegen() const override {
     bool software = caps().is_cpu;
-    return kernel::CodegenTarget{kernel::Dialect::Glsl, software, software};
+    kernel::CodegenTarget target{kernel::Dialect::Glsl, software, software};
+    const VkPhysicalDeviceLimits& limits = device_->properties().limits;
+    auto capped = [](uint32_t n) { return int(std::min<uint32_t>(n, 1u << 12)); };
+    target.max_buffers = capped(limits.maxPerStageResources);
+    target.max_storage_buffers = capped(limits.maxPerStageDescriptorStorageBuffers);
+    // Texel inputs are uniform texel buffers, or storage texel buffers in vec4 kernels.
+    target.max_texel_buffers =
+        capped(std::min(limits.maxPerStageDescriptorSampledImages, limits.maxPerStageDescriptorStorageImages));
+    target.max_params = int(limits.maxPushConstantsSize / 4);
+    return target;
   }
 
   std::unique_ptr<Program> compile(const ProgramSource& source) override {

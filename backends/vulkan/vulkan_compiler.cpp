@@ -59,7 +59,8 @@ std::optional<CompiledShader> deserialize(const std::vector<uint8_t>& bytes) {
   l.buffers = w[0];
   l.push_constant_bytes = w[1];
   l.local_size = {w[2], w[3], w[4]};
-  if (l.buffers > 64 || w.size() < 5 + size_t(l.buffers) + 5) return std::nullopt;
+  // A horizontal kernel binds its members' buffers: up to a device's per-stage resource limit.
+  if (l.buffers > 4096 || w.size() < 5 + size_t(l.buffers) + 5) return std::nullopt;
   for (uint32_t i = 0; i < l.buffers; ++i) {
     l.buffer_written.push_back(w[5 + i] & 1u);
     l.buffer_read.push_back(w[5 + i] & 2u);

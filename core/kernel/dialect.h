@@ -16,6 +16,12 @@ struct CodegenTarget {
   Dialect dialect = Dialect::Glsl;
   bool texel_reads = false;
   bool vec4_pointwise = false;
+  // What one kernel may bind: buffers in all, storage buffers and (texel_reads) 32-bit inputs read
+  // as texels, which Vulkan counts apart, and int params. Horizontal fusion merges within them.
+  int max_buffers = 256;
+  int max_storage_buffers = 256;
+  int max_texel_buffers = 256;
+  int max_params = 256;
 };
 
 }  // namespace kiln::kernel

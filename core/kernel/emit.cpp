@@ -102,20 +102,17 @@ class Printer {
   EmittedKernel run() {
     vec4_ = vectorized();
     header();
-    if (k_.rank == 0 && !cpp(d_)) line("  int gid = 0;", k_.origins());
-    if (vec4_) vec4_prologue();
-    index_prologue();
-    if (k_.kind == KernelKind::Reduce) reduce_loop();
-    for (const Store& s : k_.stores) {
-      context_ = collect_origins(s.value);
-      std::string v = value(s.value);
-      DType t = k_.buffers.at(size_t(s.buffer)).dtype;
-      std::string b = "b" + std::to_string(s.buffer);
-      line(indent_ + (vec4_ ? "o" + b + "[lane]" : b + "[gid]") + " = " + store_text(t, v, d_) + ";",
-           collect_origins(s.value));
+    if (!k_.segments.empty()) {
+      horizontal_body();
+    } else {
+      if (k_.rank == 0 && !cpp(d_)) line("  int gid = 0;", k_.origins());
+      if (vec4_) vec4_prologue(k_.stores);
+      index_prologue();
+      if (k_.kind == KernelKind::Reduce) reduce_loop();
+      store_all(k_.stores);
+      if (vec4_) vec4_epilogue(k_.stores);
+      if (cpp(d_)) cpp_loop_end();
     }
-    if (vec4_) vec4_epilogue();
-    if (cpp(d_)) cpp_loop_end();
     line("}");
     EmittedKernel out;
     out.source = src_.str();
@@ -160,6 +157,73 @@ class Printer {
     presumed_ = {want.file, want.line + 1};
   }
 
+  void store_all(const std::vector<Store>& stores) {
+    for (const Store& s : stores) {
+      context_ = collect_origins(s.value);
+      std::string v = value(s.value);
+      DType t = k_.buffers.at(size_t(s.buffer)).dtype;
+      std::string b = "b" + std::to_string(s.buffer);
+      line(indent_ + (vec4_ ? "o" + b + "[lane]" : b + "[gid]") + " = " + store_text(t, v, d_) + ";",
+           collect_origins(s.value));
+    }
+  }
+
+  // A horizontal kernel (kernel.h): each segment's stores in a block of its own, with `gid` the
+  // element's offset from the segment's start. GPU dialects branch on the flat index (vec4 kernels
+  // on the flat index of their first element: segments start at multiples of 4); C++ runs one loop
+  // per segment over its part of the thread's range, so each loop still vectorizes.
+  void horizontal_body() {
+    const std::vector<int> all = k_.origins();
+    auto tag = [&](const std::string& text) { line(text, all); };
+    auto p = [](int slot) { return "pc.p[" + std::to_string(slot) + "]"; };
+    const size_t n = k_.segments.size();
+    auto start = [&](size_t i) { return k_.segments[i].start < 0 ? std::string("0") : p(k_.segments[i].start); };
+    auto next = [&](size_t i) { return i + 1 == n ? p(0) : start(i + 1); };  // where the next segment starts
+    if (cpp(d_)) {
+      tag("  if (end > long(pc.p[0])) end = long(pc.p[0]);");
+    } else {
+      std::string x = glsl(d_) ? "gl_GlobalInvocationID.x" : "(blockIdx.x * blockDim.x + threadIdx.x)";
+      std::string y = glsl(d_) ? "gl_GlobalInvocationID.y" : "blockIdx.y";
+      std::string row = glsl(d_) ? "gl_NumWorkGroups.x * " + std::to_string(o_.workgroup_size) + "u"
+                                 : "gridDim.x * blockDim.x";
+      tag("  int hgid = int(" + x + " + " + y + " * " + row + ")" + (vec4_ ? " * 4" : "") + ";");
+      tag("  if (hgid >= pc.p[0]) return;");
+    }
+    for (size_t i = 0; i < n; ++i) {
+      const Segment& segment = k_.segments[i];
+      std::vector<int> origins;
+      for (const Store& s : segment.stores)
+        for (int id : collect_origins(s.value)) origins.push_back(id);
+      auto seg = [&](const std::string& text) { line(text, origins); };
+      const std::string first = start(i), size = p(segment.size);
+      if (cpp(d_)) {
+        seg("  for (long hgid = begin > long(" + first + ") ? begin : long(" + first + "), hend = end < long(" +
+            first + ") + " + size + " ? end : long(" + first + ") + " + size + "; hgid < hend; ++hgid) {");
+        seg("    int gid = int(hgid)" + (segment.start < 0 ? std::string() : " - " + first) + ";");
+        indent_ = "    ";
+        store_all(segment.stores);
+        seg("  }");
+      } else if (vec4_) {
+        seg(std::string(i == 0 ? "  if" : "  } else if") + " (hgid < " + next(i) + ") {");
+        vec4_prologue(segment.stores, "(hgid" + (segment.start < 0 ? std::string() : " - " + first) + ") >> 2", size);
+        index_prologue();
+        store_all(segment.stores);
+        vec4_epilogue(segment.stores);
+      } else {
+        seg(std::string(i == 0 ? "  if" : "  } else if") + " (hgid < " + next(i) + ") {");
+        seg("    int gid = hgid" + (segment.start < 0 ? std::string() : " - " + first) + ";");
+        seg("    if (gid < " + size + ") {");
+        indent_ = "      ";
+        store_all(segment.stores);
+        seg("    }");
+      }
+      indent_ = "  ";
+      names_.clear();  // the segment's temporaries end with its block
+      prefetched_.clear();
+    }
+    if (!cpp(d_)) tag("  }");
+  }
+
   // GLSL reads 32-bit inputs through uniform texel buffers: lavapipe turns a storage-buffer load
   // into a loop over the SIMD lanes but a texelFetch into one gather (BENCHMARKS.md, Vulkan).
   // Kernels with 16-bit float buffers keep storage loads: on lavapipe 22.3 a texel-fetched f32
@@ -175,7 +239,8 @@ class Printer {
 
   // See EmitOptions::vec4_pointwise. 16-bit kernels keep storage loads (texel_input), so they stay scalar.
   bool vectorized() const {
-    if (!glsl(d_) || !o_.texel_reads || !o_.vec4_pointwise || k_.kind != KernelKind::Pointwise || k_.rank == 0)
+    if (!glsl(d_) || !o_.texel_reads || !o_.vec4_pointwise || k_.kind != KernelKind::Pointwise || k_.rank == 0 ||
+        (!k_.segments.empty() && k_.segment_alignment % 4 != 0))
       return false;
     for (const BufferSlot& b : k_.buffers) {
       if (b.dtype == DType::F16 || b.dtype == DType::BF16) return false;
@@ -188,16 +253,22 @@ class Printer {
 
   // vec4 kernels: each invocation owns elements [4 * gv, 4 * gv + 4). Inputs read at the element's own
   // index are fetched as one texel before the lane loop; outputs collect in a vec4 stored after it.
-  void vec4_prologue() {
+  // A horizontal kernel's segment passes its own first vec4 (`gv`) and element count (`total`).
+  void vec4_prologue(const std::vector<Store>& stores, const std::string& gv = "", const std::string& total = "") {
     const std::vector<int> all = k_.origins();
     auto tag = [&](const std::string& text) { line(text, all); };
-    tag("  int gv = int(gl_GlobalInvocationID.x + gl_GlobalInvocationID.y * gl_NumWorkGroups.x * " +
-        std::to_string(o_.workgroup_size) + "u);");
-    tag("  int total = " + total_elements() + ";");
-    tag("  if (gv * 4 >= total) return;");
+    if (gv.empty()) {
+      tag("  int gv = int(gl_GlobalInvocationID.x + gl_GlobalInvocationID.y * gl_NumWorkGroups.x * " +
+          std::to_string(o_.workgroup_size) + "u);");
+      tag("  int total = " + total_elements() + ";");
+      tag("  if (gv * 4 >= total) return;");
+    } else {
+      tag("  int gv = " + gv + ";");
+      tag("  int total = " + total + ";");
+    }
     std::set<int> fetched;
     std::vector<const Expr*> stack;
-    for (const Store& s : k_.stores) stack.push_back(s.value.get());
+    for (const Store& s : stores) stack.push_back(s.value.get());
     std::set<const Expr*> seen;
     while (!stack.empty()) {
       const Expr* e = stack.back();
@@ -212,7 +283,7 @@ class Printer {
       tag("  " + vec4_type(k_.buffers[size_t(slot)].dtype) + " q" + b + " = imageLoad(" + b + ", gv);");
       prefetched_.insert(slot);
     }
-    for (const Store& s : k_.stores) {
+    for (const Store& s : stores) {
       std::string b = "b" + std::to_string(s.buffer);
       std::string t = vec4_type(k_.buffers.at(size_t(s.buffer)).dtype);
       tag("  " + t + " o" + b + " = " + t + "(0);");
@@ -224,10 +295,10 @@ class Printer {
   // One whole vec4 per output, also at the tensor's end: lanes past it hold 0 and land in padding.
   // Every binding has it: buffers are sized in 16-byte steps and arena values start 256 bytes apart.
   // A branch around a partial store instead cost llvmpipe ~20% of an add's time.
-  void vec4_epilogue() {
+  void vec4_epilogue(const std::vector<Store>& stores) {
     indent_ = "  ";
     line("  }");
-    for (const Store& s : k_.stores) {
+    for (const Store& s : stores) {
       std::string b = "b" + std::to_string(s.buffer);
       line("  " + b + "[gv] = o" + b + ";", collect_origins(s.value));
     }
@@ -255,6 +326,8 @@ class Printer {
 
   void header() {
     for (const Store& s : k_.stores) scan(s.value);
+    for (const Segment& segment : k_.segments)
+      for (const Store& s : segment.stores) scan(s.value);
     if (k_.body) scan(k_.body);
     if (glsl(d_)) glsl_header();
     else if (cpp(d_)) cpp_header();

@@ -425,15 +425,15 @@ class KernelRunner {
         throw Error(where_text(k_) + ": slot b" + std::to_string(i) + " is declared " +
                     std::string(dtype_name(k_.buffers[i].dtype)) + " but binds " + buffers_[i].role +
                     " of dtype " + std::string(dtype_name(buffers_[i].tensor.dtype)));
-    for (const Store& s : k_.stores) {
-      if (s.buffer < 0 || size_t(s.buffer) >= k_.buffers.size() || !k_.buffers[size_t(s.buffer)].output)
-        throw Error(where_text(k_) + ": stores to b" + std::to_string(s.buffer) +
-                    ", which is not an output slot");
-      if (compute_of(s.value->type) != compute_of(k_.buffers[size_t(s.buffer)].dtype))
-        throw Error(where_text(k_) + ": stores a " + std::string(dtype_name(s.value->type)) +
-                    " value into " + std::string(dtype_name(k_.buffers[size_t(s.buffer)].dtype)) +
-                    " slot b" + std::to_string(s.buffer));
-      stores_.push_back({s.buffer, flatten(s.value)});
+    // One list of stores per segment; a kernel without segments is one segment over all of it.
+    std::vector<const std::vector<Store>*> segments{&k_.stores};
+    if (!k_.segments.empty()) {
+      segments.clear();
+      for (const Segment& segment : k_.segments) segments.push_back(&segment.stores);
+    }
+    for (const std::vector<Store>* stores : segments) {
+      stores_.emplace_back();
+      for (const Store& s : *stores) add_store(s);
     }
     if (k_.kind == KernelKind::Reduce) {
       if (!k_.extent || !k_.body) throw Error(where_text(k_) + ": Reduce kernel without extent/body");
@@ -447,7 +447,15 @@ class KernelRunner {
   void run() {
     const int64_t total = total_;
     coords_.assign(size_t(k_.rank), 0);
-    for (int64_t gid = 0; gid < total; ++gid) {
+    size_t segment = 0;  // a horizontal kernel's segment holding `flat`; its elements count from its start
+    for (int64_t flat = 0; flat < total; ++flat) {
+      int64_t gid = flat;
+      if (!k_.segments.empty()) {
+        while (segment < k_.segments.size() && flat >= segment_start(segment) + segment_size(segment)) ++segment;
+        if (segment == k_.segments.size()) break;
+        if (flat < segment_start(segment)) continue;  // between segments
+        gid = flat - segment_start(segment);
+      }
       gid_ = int32_t(gid);
       int32_t rest = gid_;
       for (int d = k_.rank - 1; d >= 1; --d) {
@@ -458,7 +466,7 @@ class KernelRunner {
       elem_gen_ = ++gen_;
       have_acc_ = false;
       if (k_.kind == KernelKind::Reduce) reduce();
-      for (const auto& [buffer, node] : stores_) {
+      for (const auto& [buffer, node] : stores_[segment]) {
         Val v = eval(node);
         const Binding& b = buffers_[size_t(buffer)];
         if (gid >= b.tensor.numel())
@@ -478,6 +486,22 @@ class KernelRunner {
     std::vector<int> args;
     bool loop_variant;  // depends on the reduction counter: recomputed every iteration
   };
+
+  int64_t segment_start(size_t i) const {
+    return k_.segments[i].start < 0 ? 0 : params_[size_t(k_.segments[i].start)];
+  }
+  int64_t segment_size(size_t i) const { return params_[size_t(k_.segments[i].size)]; }
+
+  void add_store(const Store& s) {
+    if (s.buffer < 0 || size_t(s.buffer) >= k_.buffers.size() || !k_.buffers[size_t(s.buffer)].output)
+      throw Error(where_text(k_) + ": stores to b" + std::to_string(s.buffer) +
+                  ", which is not an output slot");
+    if (compute_of(s.value->type) != compute_of(k_.buffers[size_t(s.buffer)].dtype))
+      throw Error(where_text(k_) + ": stores a " + std::string(dtype_name(s.value->type)) +
+                  " value into " + std::string(dtype_name(k_.buffers[size_t(s.buffer)].dtype)) +
+                  " slot b" + std::to_string(s.buffer));
+    stores_.back().push_back({s.buffer, flatten(s.value)});
+  }
 
   int flatten(const ExprRef& e) {
     auto it = ids_.find(e.get());
@@ -621,7 +645,7 @@ class KernelRunner {
   std::vector<int32_t> params_;
   std::vector<Node> nodes_;
   std::unordered_map<const Expr*, int> ids_;
-  std::vector<std::pair<int, int>> stores_;  // (buffer, node)
+  std::vector<std::vector<std::pair<int, int>>> stores_;  // per segment: (buffer, node)
   int extent_ = -1, body_ = -1;
   std::vector<uint64_t> stamp_;
   std::vector<Val> vals_;

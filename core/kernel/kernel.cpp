@@ -14,6 +14,8 @@ std::vector<int> Kernel::origins() const {
     for (int id : collect_origins(e)) ids.insert(id);
   };
   for (const Store& s : stores) add(s.value);
+  for (const Segment& segment : segments)
+    for (const Store& s : segment.stores) add(s.value);
   add(body);
   return {ids.begin(), ids.end()};
 }

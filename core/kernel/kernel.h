@@ -3,6 +3,11 @@
 //    one expression per output buffer at that element's linear index.
 //  - Reduce: the same, plus a loop r in [0, extent) folding `body` with `combiner` into an
 //    accumulator; `epilogue` (which may read the accumulator) is what gets stored.
+//  - Horizontal: a Pointwise kernel with segments, several independent kernels in one launch. Its
+//    iteration space is rank 1 over param 0, the flat extent; each segment covers its own stretch
+//    [start, start + size) of it, both params, in order and apart. A segment's stores run only for
+//    its elements, with the linear index (and the store position) counted from its start; its
+//    expressions read no other coordinate and no param (runtime/horizontal_fusion.h).
 // Sizes and strides are integer params, so one compiled kernel serves every size; a LoweredKernel
 // pairs the kernel with the values (possibly symbolic) of its params.
 #pragma once
@@ -27,13 +32,21 @@ struct Store {
   ExprRef value;  // of the buffer's dtype
 };
 
+struct Segment {
+  int start = -1;  // the param holding its first flat element; -1: it starts at 0
+  int size = 0;    // the param holding its element count
+  std::vector<Store> stores;
+};
+
 struct Kernel {
   std::string name;  // e.g. "add_f32_r2": readable, and part of the cache key with the source
   KernelKind kind = KernelKind::Pointwise;
   std::vector<BufferSlot> buffers;  // bindings in order
   int num_params = 0;
   int rank = 0;  // iteration space rank; its dims are params [0, rank)
-  std::vector<Store> stores;
+  std::vector<Store> stores;      // empty in a horizontal kernel
+  std::vector<Segment> segments;  // a horizontal kernel's members (see above)
+  int segment_alignment = 1;      // every segment starts at a multiple of it (4: vec4 GLSL stays vec4)
 
   // Reduce only. body/epilogue may use ExprKind::Coord, reduction_index() and accumulator().
   OpKind combiner = OpKind::Sum;  // Sum, Prod, ReduceMax, ReduceMin, ArgMax, ArgMin

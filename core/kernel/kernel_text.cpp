@@ -72,8 +72,8 @@ std::string print_kernel(const LoweredKernel& lowered, const std::function<std::
   const Kernel& k = lowered.kernel;
   std::string params;
   for (const SymInt& p : lowered.params) params += (params.empty() ? "" : ", ") + p.str();
-  std::string out = "kernel " + k.name + " " + (k.kind == KernelKind::Reduce ? "reduce" : "pointwise") +
-                    "(rank " + std::to_string(k.rank) + ", params [" + params + "])\n";
+  const char* kind = k.kind == KernelKind::Reduce ? "reduce" : k.segments.empty() ? "pointwise" : "horizontal";
+  std::string out = "kernel " + k.name + " " + kind + "(rank " + std::to_string(k.rank) + ", params [" + params + "])\n";
   for (size_t b = 0; b < k.buffers.size(); ++b)
     out += "  b" + std::to_string(b) + ": " + std::string(dtype_name(k.buffers[b].dtype)) +
            (k.buffers[b].output ? " out" : " in") + "\n";
@@ -87,10 +87,21 @@ std::string print_kernel(const LoweredKernel& lowered, const std::function<std::
     out += printer.take_lines() + tail;
     tail.clear();
   }
-  for (const Store& s : k.stores) {
-    std::string value = printer.operand(s.value);
-    out += printer.take_lines();
-    out += "  store b" + std::to_string(s.buffer) + "[linear] = " + value + "\n";
+  auto print_stores = [&](const std::vector<Store>& stores) {
+    for (const Store& s : stores) {
+      std::string value = printer.operand(s.value);
+      out += printer.take_lines();
+      out += "  store b" + std::to_string(s.buffer) + "[linear] = " + value + "\n";
+    }
+  };
+  print_stores(k.stores);
+  for (size_t i = 0; i < k.segments.size(); ++i) {
+    const Segment& segment = k.segments[i];
+    const std::string size = "p" + std::to_string(segment.size);
+    const std::string start = "p" + std::to_string(segment.start);
+    const std::string range = segment.start < 0 ? "[0, " + size : "[" + start + ", " + start + " + " + size;
+    out += "  segment " + std::to_string(i) + " " + range + "):\n";
+    print_stores(segment.stores);
   }
   return out;
 }

@@ -6,6 +6,7 @@
 #include <filesystem>
 #include <fstream>
 
+#include "core/runtime/horizontal_fusion.h"
 #include "core/runtime/planned_program.h"
 #include "core/runtime/schedule.h"
 #include "core/support/error.h"
@@ -34,6 +35,12 @@ ProgramStages run_program_stages(const Graph& graph, Backend& backend, const Pro
 
   LoweredProgram program = lower_schedule(graph, schedule);  // kernel IR per kernel
   if (dump.enabled()) dump.write("lower", "txt", print_lowered_program(program));
+
+  HorizontalFusionOptions horizontal;
+  const char* switch_off = std::getenv("KILN_HORIZONTAL_FUSION");  // "0": off, for comparisons
+  horizontal.enabled = options.fuse && !(switch_off && std::string(switch_off) == "0");
+  fuse_horizontal(program, *target, horizontal);  // independent small kernels as one launch
+  if (dump.enabled()) dump.write("horizontal", "txt", print_horizontal(program));
 
   emit_program(program, *target);  // source in the backend's dialect
   if (dump.enabled()) dump.write("emit", program.language, print_sources(program));

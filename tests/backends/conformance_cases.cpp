@@ -211,6 +211,18 @@ std::vector<ProgramCase> program_cases() {
                 [](auto& x) { return layer_norm(x[0] + x[1], {64}, x[2], x[3]) * 2.0; }, 1e-4, 1e-5},
                3, OpKind::LayerNorm, 3,  // nor does layer_norm, nor an epilogue
                [] { return std::vector<Tensor>{rnd({3, 64}, 230), rnd({3, 64}, 231), rnd({64}, 232), rnd({64}, 233)}; }});
+  // Three parameters' SGD updates, independent pointwise kernels of three sizes: one horizontal
+  // kernel computes them, then the concat that reads them all. Resized, two sizes are symbolic.
+  auto updates = [](int64_t rows) {
+    return [rows] {
+      return std::vector<Tensor>{rnd({rows * 8}, 240), rnd({rows * 8}, 241), rnd({16}, 242),
+                                 rnd({16}, 243), rnd({rows * 15}, 244), rnd({rows * 15}, 245)};
+    };
+  };
+  c.push_back({{"horizontal_updates", updates(12),
+                [](auto& x) { return concat({x[0] - x[1] * 0.1, x[2] - x[3] * 0.1, x[4] - x[5] * 0.1}, 0); },
+                1e-5, 1e-6},
+               2, std::nullopt, 2, updates(7)});
   c.push_back({{"conv2d_bias_relu", [] { return std::vector<Tensor>{rnd({2, 3, 10, 10}, 214), rnd({8, 3, 3, 3}, 215), rnd({8}, 216)}; },
                 [](auto& x) { return relu(conv2d(x[0], x[1], x[2], 1, 1)); }, 1e-4, 1e-5},
                1, OpKind::Conv, 2,

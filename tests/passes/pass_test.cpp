@@ -364,12 +364,14 @@ TEST(CompileGraph, DumpDirGetsEveryStageAfterTheGraphPasses) {
   };
   std::string fusion = read_text(dir / numbered(n + 1, "fusion.txt"));
   std::string lower = read_text(dir / numbered(n + 2, "lower.txt"));
-  std::string emit = read_text(dir / numbered(n + 3, "emit.glsl"));
-  std::string memory = read_text(dir / numbered(n + 4, "memory-plan.txt"));
+  std::string horizontal = read_text(dir / numbered(n + 3, "horizontal.txt"));
+  std::string emit = read_text(dir / numbered(n + 4, "emit.glsl"));
+  std::string memory = read_text(dir / numbered(n + 5, "memory-plan.txt"));
   // After the passes: the two relus are one (cse), mul by 1 is gone (simplify): relu and add fuse.
   EXPECT_NE(fusion.find("kernel 0 pointwise [%3 relu, %5 add] reads %0 writes %5"), std::string::npos) << fusion;
   EXPECT_EQ(fusion.find("kernel 1"), std::string::npos) << fusion;
   EXPECT_NE(lower.find("kernel fused_relu_add_f32_r1 pointwise(rank 1, params [4])"), std::string::npos) << lower;
+  EXPECT_EQ(horizontal, "// kiln horizontal\nno horizontal kernels\n");  // one kernel: nothing to merge
   EXPECT_NE(emit.find("#version 450"), std::string::npos) << emit;
   EXPECT_NE(memory.find("(0 arenas"), std::string::npos) << memory;  // nothing intermediate left
   EXPECT_EQ(compiled.program->stats().kernels, 1);

@@ -2,7 +2,9 @@
 // samples' MLP, seed CNN and transformer block, per device, run eagerly and as one program under
 // kiln::compile: the median milliseconds of --reps steps after --warmup steps (the first builds
 // and caches the programs), and the first step's time. PyTorch's eager step of the same models and
-// batches is tools/bench/peers/train_peers.py; BENCHMARKS.md puts them side by side.
+// batches is tools/bench/peers/train_peers.py; BENCHMARKS.md puts them side by side. The compiled
+// step's launches are counted from its bundle: in all, and those running only the optimizer's update
+// (an update fused into a gradient kernel's epilogue adds no launch).
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
@@ -81,6 +83,7 @@ TrainCase make_case(const std::string& name, Device device) {
 
 struct StepTimes {
   double median_ms = 0, first_ms = 0;
+  int64_t launches = 0, optimizer_launches = 0;  // compiled: kernels per step, those that only update
 };
 
 StepTimes time_steps(const Args& args, const Device& device, const std::function<void()>& step) {
@@ -102,8 +105,8 @@ void bench(const Args& args) {
   std::printf("one training step (zero_grad, forward, loss, backward, SGD lr 0.01 momentum 0.9), eager\n"
               "and compiled whole (kiln::compile), median ms of %d steps after %d warm-up steps\n",
               args.reps, args.warmup);
-  std::printf("%-12s %-10s %-14s %10s %10s %8s %12s %12s\n", "model", "device", "batch", "eager ms", "compiled",
-              "ratio", "eager 1st", "compiled 1st");
+  std::printf("%-12s %-10s %-14s %10s %10s %8s %12s %12s %9s %9s\n", "model", "device", "batch", "eager ms", "compiled",
+              "ratio", "eager 1st", "compiled 1st", "launches", "update");
   for (const std::string& device_name : args.devices) {
     Device device;
     try {
@@ -127,12 +130,18 @@ void bench(const Args& args) {
         };
         if (!compiled) return time_steps(args, device, [&] { step_fn(c.x, c.y); });
         auto step = compile(step_fn, {.fullgraph = true, .name = model + " training step"});
-        return time_steps(args, device, [&] { step(c.x, c.y); });
+        StepTimes times = time_steps(args, device, [&] { step(c.x, c.y); });
+        for (const trace::BundleKernel& k : step.bundle().kernels) {
+          ++times.launches;
+          if (k.phase == "optimizer") ++times.optimizer_launches;  // launched for the update alone
+        }
+        return times;
       };
       const StepTimes eager = run(eager_case, false), compiled = run(compiled_case, true);
-      std::printf("%-12s %-10s %-14s %10.2f %10.2f %7.2fx %12.1f %12.1f\n", model.c_str(), device_name.c_str(),
-                  eager_case.shape.c_str(), eager.median_ms, compiled.median_ms, eager.median_ms / compiled.median_ms,
-                  eager.first_ms, compiled.first_ms);
+      std::printf("%-12s %-10s %-14s %10.2f %10.2f %7.2fx %12.1f %12.1f %9lld %9lld\n", model.c_str(),
+                  device_name.c_str(), eager_case.shape.c_str(), eager.median_ms, compiled.median_ms,
+                  eager.median_ms / compiled.median_ms, eager.first_ms, compiled.first_ms,
+                  static_cast<long long>(compiled.launches), static_cast<long long>(compiled.optimizer_launches));
     }
   }
 }
