@@ -73,7 +73,8 @@ std::string print_kernel(const LoweredKernel& lowered, const std::function<std::
   std::string params;
   for (const SymInt& p : lowered.params) params += (params.empty() ? "" : ", ") + p.str();
   const char* kind = k.kind == KernelKind::Reduce ? "reduce" : k.segments.empty() ? "pointwise" : "horizontal";
-  std::string out = "kernel " + k.name + " " + kind + "(rank " + std::to_string(k.rank) + ", params [" + params + "])\n";
+  std::string out =
+      "kernel " + k.name + " " + kind + "(rank " + std::to_string(k.rank) + ", params [" + params + "])\n";
   for (size_t b = 0; b < k.buffers.size(); ++b)
     out += "  b" + std::to_string(b) + ": " + std::string(dtype_name(k.buffers[b].dtype)) +
            (k.buffers[b].output ? " out" : " in") + "\n";
