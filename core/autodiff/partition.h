@@ -4,18 +4,42 @@
 // program reads them instead of running the forward again.
 #pragma once
 
+#include <cstdint>
+#include <string>
 #include <vector>
 
 #include "core/ir/graph.h"
 
 namespace kiln {
 
-// The values of `graph` a backward should save: those the gradient graph (every floating output
-// differentiated with respect to the inputs marked in `wrt`) reads, where the outputs of pointwise
-// ops and views are recomputed from their operands instead (they fuse into the backward's kernels,
-// as AOTAutograd's partitioner recomputes them) and every other value (matmul, conv, reductions,
-// norms, gathers) is saved. Graph inputs and outputs are never listed: the caller has them. In
-// graph order.
-std::vector<const Value*> values_to_save(const Graph& graph, const std::vector<bool>& wrt);
+struct PartitionOptions {
+  // 0: save the fewest bytes (the min cut); 1: save every forward value the backward reads and
+  // recompute nothing. In between, recomputed values the backward reads are saved instead, smallest
+  // first, while the saved bytes stay within min + budget * (max - min).
+  double memory_budget = 0;
+};
+
+struct Partition {
+  std::vector<const Value*> saved;       // in graph order; never a graph input or output
+  std::vector<const Value*> recomputed;  // forward values the backward computes again, in graph order
+  int64_t saved_bytes = 0;
+  int64_t min_bytes = 0;  // the min cut's
+  int64_t max_bytes = 0;  // saving every forward value the backward reads
+};
+
+// The partition of `graph` for the gradient of every floating output with respect to the inputs
+// marked in `wrt`, as AOTAutograd's min-cut partitioner makes it: a cut of least bytes between
+// what the forward computes and what the backward reads. Pointwise ops, views and constants may be
+// recomputed (they fuse into the backward's kernels); matmul, conv, reductions, norms, gathers and
+// random ops are never recomputed. Graph inputs and outputs cost nothing: the caller has them.
+Partition partition_for_backward(const Graph& graph, const std::vector<bool>& wrt,
+                                 const PartitionOptions& options = {});
+
+// The partition's saved values.
+std::vector<const Value*> values_to_save(const Graph& graph, const std::vector<bool>& wrt,
+                                         const PartitionOptions& options = {});
+
+// "save %4 linear f32[4,16] (256 bytes)" and "recompute %5 gelu" lines, then the totals.
+std::string print_partition(const Partition& partition);
 
 }  // namespace kiln

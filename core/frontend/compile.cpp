@@ -256,7 +256,13 @@ BackwardPlan& Engine::State::backward_plan(Entry& entry, std::span<const ArgView
   const std::vector<Node*> fixed_nodes = fixed->nodes();
   for (size_t n = 0; n < fixed_nodes.size(); ++n)
     for (size_t k = 0; k < fixed_nodes[n]->outputs.size(); ++k) position[fixed_nodes[n]->outputs[k]] = {n, k};
-  for (const Value* v : values_to_save(*fixed, wrt)) fresh->saved.push_back(position.at(v));
+  const Partition partition = partition_for_backward(*fixed, wrt, {.memory_budget = options.memory_budget});
+  if (const std::string dir = dump_directory(PipelineOptions{}); !dir.empty()) {  // KILN_DUMP_IR
+    std::filesystem::create_directories(dir);
+    std::ofstream(std::filesystem::path(dir) / "partition.txt") << "// kiln partition of " << name << "\n"
+                                                                  << print_partition(partition);
+  }
+  for (const Value* v : partition.saved) fresh->saved.push_back(position.at(v));
 
   std::vector<std::vector<bool>> symbolic(args.size());
   for (size_t i = 0; i < args.size(); ++i)
@@ -678,6 +684,9 @@ void check_options(const CompileOptions& options) {
   if (options.recompile_limit < 1)
     throw Error("kiln::compile: recompile_limit must be at least 1, got " +
                 std::to_string(options.recompile_limit));
+  if (!(options.memory_budget >= 0 && options.memory_budget <= 1))
+    throw Error("kiln::compile: memory_budget must be in [0, 1] (0: save the fewest bytes, 1: recompute "
+                "nothing), got " + std::to_string(options.memory_budget));
 }
 
 std::string default_name(const Loc& loc) { return "function compiled at " + short_location(loc); }

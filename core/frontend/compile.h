@@ -49,6 +49,10 @@ struct CompileOptions {
   int recompile_limit = 8;  // cache entries per function, like torch.compile's recompile_limit
   OnLimit on_limit = OnLimit::Error;
   std::string debug_dir;  // when set (or KILN_DEBUG=dir), each compile writes a trace bundle there
+  // Differentiable calls: what the backward keeps of the forward. 0 saves the fewest bytes (a min
+  // cut; cheap ops are recomputed), 1 saves all the backward reads and recomputes nothing
+  // (core/autodiff/partition.h).
+  double memory_budget = 0;
   std::string name;       // for messages; default "function compiled at <file>:<line>"
 };
 

@@ -1,5 +1,6 @@
-// values_to_save: what a compiled differentiable call's forward returns for its backward. Cheap
-// ops (pointwise maps, views) are recomputed inside the backward; the rest it reads is saved.
+// partition_for_backward: what a compiled differentiable call's forward returns for its backward,
+// a min cut over bytes. Cheap ops (pointwise maps, views) may be recomputed inside the backward;
+// matmuls, norms and reductions it reads are saved; a memory budget saves more to recompute less.
 #include <gtest/gtest.h>
 
 #include <string>
@@ -49,6 +50,41 @@ TEST(Partition, ANormsResultIsSavedAndItsInputIsAGraphInput) {
   return %5
 })";
   EXPECT_EQ(saved_ops(text, {true, true, true}), (std::vector<std::string>{"layer_norm"}));
+}
+
+// The backward reads the sum (sin's gradient) and sin's result (the last weight's). Saving the
+// two matmul results the sum is made of would keep twice the bytes: the cut saves the sum itself
+// and recomputes sin from it.
+const char* kSumOfMatmuls = R"(graph @g(%0: f32[4,8] "x", %1: f32[8,16] "w1", %2: f32[8,16] "w2", %3: f32[16,2] "w3") {
+  %4: f32[4,16] = matmul(%0, %1)
+  %5: f32[4,16] = matmul(%0, %2)
+  %6: f32[4,16] = add(%4, %5)
+  %7: f32[4,16] = sin(%6)
+  %8: f32[4,2] = matmul(%7, %3)
+  return %8
+})";
+
+TEST(Partition, TheMinCutSavesAPointwiseResultWhenItIsSmallerThanItsOperands) {
+  Graph g = parse_graph(kSumOfMatmuls);
+  const Partition p = partition_for_backward(g, {false, true, true, true});
+  EXPECT_EQ(print_partition(p),
+            "save %6 add f32[4,16] (256 bytes)\n"
+            "recompute %7 sin\n"
+            "saved 256 bytes (min cut 256, all read 512)\n");
+}
+
+// A budget between the min cut and saving all that the backward reads: 1 saves sin's result too
+// and recomputes nothing; 0.5 allows 384 bytes, too few for the 256 more.
+TEST(Partition, AMemoryBudgetSavesMoreToRecomputeLess) {
+  Graph g = parse_graph(kSumOfMatmuls);
+  const Partition all = partition_for_backward(g, {false, true, true, true}, {.memory_budget = 1});
+  EXPECT_EQ(all.saved_bytes, 512);
+  EXPECT_TRUE(all.recomputed.empty());
+  ASSERT_EQ(all.saved.size(), 2u);
+  EXPECT_EQ(all.saved[1]->producer->kind, OpKind::Sin);
+  const Partition half = partition_for_backward(g, {false, true, true, true}, {.memory_budget = 0.5});
+  EXPECT_EQ(half.saved_bytes, 256);
+  EXPECT_EQ(half.recomputed.size(), 1u);
 }
 
 }  // namespace

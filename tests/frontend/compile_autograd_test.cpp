@@ -40,10 +40,10 @@ struct TwoLayer {
 };
 
 // Captured weights: f(x) = sum(tanh(net(x))), compiled, then backward.
-void check_captured_weights(Device device, double tol) {
+void check_captured_weights(Device device, double tol, double memory_budget = 0) {
   TwoLayer net(device);
   auto fn = [&net](const Tensor& x) { return sum(tanh(net.forward(x))); };
-  auto compiled = compile(fn, {.fullgraph = true});
+  auto compiled = compile(fn, {.fullgraph = true, .memory_budget = memory_budget});
   for (int64_t batch : {3, 5, 7}) {  // the second size recompiles with a symbolic batch
     SCOPED_TRACE("batch " + std::to_string(batch));
     Tensor x = randn({batch, 8}, device, uint64_t(10 + batch));
@@ -71,6 +71,14 @@ TEST(CompileAutograd, CapturedWeightsGetTheEagerGradientsOnVulkan) {
 
 // A module argument's parameters and an input that requires grad, with two outputs and the
 // gradient of only one of them flowing back.
+// A memory budget of 1 saves every value the backward reads (gelu's result too) and recomputes
+// nothing: the gradients are the same. A budget outside [0, 1] is refused.
+TEST(CompileAutograd, AMemoryBudgetChangesWhatIsSavedButNotTheGradients) {
+  check_captured_weights(Device::cpu(), 1e-5, /*memory_budget=*/1);
+  auto fn = [](const Tensor& x) { return x; };
+  EXPECT_THROW(compile(fn, {.memory_budget = 1.5}), Error);
+}
+
 TEST(CompileAutograd, ModuleParametersAndInputsGetGradients) {
   nn::Linear fc(6, 3, true, Device::cpu(), /*seed=*/5);
   for (Tensor* p : fc.parameters()) p->requires_grad_();
