@@ -3,6 +3,7 @@
 
 #include <unistd.h>
 
+#include <algorithm>
 #include <cstdio>
 
 #include "core/support/error.h"
@@ -15,6 +16,19 @@ std::vector<Device> parse_backends(const std::string& text) {
   for (const DeviceEntry& e : available_devices())
     if (e.kind != BackendKind::Ref && e.kind != BackendKind::Null) out.emplace_back(e.kind, e.index);
   return out;
+}
+
+std::vector<int64_t> parse_integers(const std::string& text, char separator) {
+  std::vector<int64_t> numbers;
+  size_t at = 0;
+  while (at <= text.size()) {
+    const size_t end = std::min(text.find(separator, at), text.size());
+    const std::string part = text.substr(at, end - at);
+    if (part.empty() || part.size() > 18 || part.find_first_not_of("0123456789") != std::string::npos) return {};
+    numbers.push_back(std::stoll(part));
+    at = end + 1;
+  }
+  return numbers;
 }
 
 Progress::Progress(std::string what, size_t total)

@@ -1,6 +1,7 @@
 // Shared pieces of the kiln CLI: argument helpers, device selection, the terminal progress line.
 #pragma once
 
+#include <cstdint>
 #include <string>
 #include <vector>
 
@@ -11,6 +12,10 @@ namespace kiln::cli {
 // "cpu", "vulkan", "vulkan:1", "cuda", "all" -> devices. `all` lists every available device
 // (cpu first); a named device that is not available throws kiln::Error saying why.
 std::vector<Device> parse_backends(const std::string& text);
+
+// "4x3x224" split at 'x', or "1,8,32" at ',': the numbers, or an empty list when a part is empty
+// or not a plain non-negative integer (the caller says what it expected).
+std::vector<int64_t> parse_integers(const std::string& text, char separator);
 
 // A one-line progress indicator on stderr, drawn only when stderr is a terminal.
 class Progress {

@@ -1,5 +1,6 @@
 // kiln bench: eager vs compiled time of an ONNX model on each chosen device, with compile time,
 // kernel count and the memory plan's naive / lower-bound / planned bytes; a table or --json.
+#include <algorithm>
 #include <cmath>
 #include <cstdio>
 #include <string>
@@ -51,16 +52,9 @@ struct Result {
 std::pair<std::string, std::vector<int64_t>> parse_sizes(const std::string& text) {
   const size_t eq = text.find('=');
   const std::string symbol = eq == std::string::npos ? "" : text.substr(0, eq);
-  std::vector<int64_t> sizes;
-  size_t at = eq == std::string::npos ? 0 : eq + 1;
-  while (at <= text.size()) {
-    const size_t comma = std::min(text.find(',', at), text.size());
-    const std::string part = text.substr(at, comma - at);
-    if (part.empty() || part.find_first_not_of("0123456789") != std::string::npos || std::stoll(part) < 1)
-      throw Error("--sizes takes [symbol=]N,N,... with sizes >= 1, got '" + text + "'");
-    sizes.push_back(std::stoll(part));
-    at = comma + 1;
-  }
+  const std::vector<int64_t> sizes = parse_integers(text.substr(eq == std::string::npos ? 0 : eq + 1), ',');
+  if (sizes.empty() || *std::min_element(sizes.begin(), sizes.end()) < 1)
+    throw Error("--sizes takes [symbol=]N,N,... with sizes >= 1, got '" + text + "'");
   return {symbol, sizes};
 }
 

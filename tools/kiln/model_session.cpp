@@ -9,6 +9,7 @@
 
 #include "core/frontend/factories.h"
 #include "core/support/error.h"
+#include "tools/kiln/cli_util.h"
 
 namespace kiln::cli {
 
@@ -87,16 +88,8 @@ const char* ModelOptions::help() {
 namespace {
 
 std::vector<int64_t> parse_dims(const std::string& text, const std::string& what) {
-  std::vector<int64_t> dims;
-  size_t at = 0;
-  while (at <= text.size()) {
-    const size_t x = std::min(text.find('x', at), text.size());
-    const std::string part = text.substr(at, x - at);
-    if (part.empty() || part.find_first_not_of("0123456789") != std::string::npos)
-      throw Error("--shape " + what + "=" + text + ": sizes are integers joined by x (4x3x224x224)");
-    dims.push_back(std::stoll(part));
-    at = x + 1;
-  }
+  std::vector<int64_t> dims = cli::parse_integers(text, 'x');
+  if (dims.empty()) throw Error("--shape " + what + "=" + text + ": sizes are integers joined by x (4x3x224x224)");
   return dims;
 }
 
