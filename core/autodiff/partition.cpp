@@ -29,11 +29,7 @@ bool recomputable(const Node& node) {
   }
 }
 
-int64_t bytes_of(const Value* v) {
-  int64_t elements = 1;
-  for (const SymInt& d : v->type.shape) elements *= d.is_static() ? d.value() : d.hint();
-  return elements * int64_t(dtype_size(v->type.dtype));
-}
+int64_t bytes_of(const Value* v) { return numel(v->type.shape).hint() * int64_t(dtype_size(v->type.dtype)); }
 
 // Maximum flow by Dinic's algorithm, then the nodes the source still reaches: the source side of a
 // minimum cut.

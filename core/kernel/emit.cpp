@@ -168,6 +168,14 @@ class Printer {
     }
   }
 
+  // The invocation's flat index in a GPU dialect: x, plus y rows past the 65535-group limit.
+  std::string invocation_index() const {
+    if (glsl(d_))
+      return "int(gl_GlobalInvocationID.x + gl_GlobalInvocationID.y * gl_NumWorkGroups.x * " +
+             std::to_string(o_.workgroup_size) + "u)";
+    return "int((blockIdx.x * blockDim.x + threadIdx.x) + blockIdx.y * gridDim.x * blockDim.x)";
+  }
+
   // A horizontal kernel (kernel.h): each segment's stores in a block of its own, with `gid` the
   // element's offset from the segment's start. GPU dialects branch on the flat index (vec4 kernels
   // on the flat index of their first element: segments start at multiples of 4); C++ runs one loop
@@ -182,11 +190,7 @@ class Printer {
     if (cpp(d_)) {
       tag("  if (end > long(pc.p[0])) end = long(pc.p[0]);");
     } else {
-      std::string x = glsl(d_) ? "gl_GlobalInvocationID.x" : "(blockIdx.x * blockDim.x + threadIdx.x)";
-      std::string y = glsl(d_) ? "gl_GlobalInvocationID.y" : "blockIdx.y";
-      std::string row = glsl(d_) ? "gl_NumWorkGroups.x * " + std::to_string(o_.workgroup_size) + "u"
-                                 : "gridDim.x * blockDim.x";
-      tag("  int hgid = int(" + x + " + " + y + " * " + row + ")" + (vec4_ ? " * 4" : "") + ";");
+      tag("  int hgid = " + invocation_index() + (vec4_ ? " * 4" : "") + ";");
       tag("  if (hgid >= pc.p[0]) return;");
     }
     for (size_t i = 0; i < n; ++i) {
@@ -258,8 +262,7 @@ class Printer {
     const std::vector<int> all = k_.origins();
     auto tag = [&](const std::string& text) { line(text, all); };
     if (gv.empty()) {
-      tag("  int gv = int(gl_GlobalInvocationID.x + gl_GlobalInvocationID.y * gl_NumWorkGroups.x * " +
-          std::to_string(o_.workgroup_size) + "u);");
+      tag("  int gv = " + invocation_index() + ";");
       tag("  int total = " + total_elements() + ";");
       tag("  if (gv * 4 >= total) return;");
     } else {
@@ -502,14 +505,12 @@ class Printer {
       tag("  if (" + x + " != 0u || " + y + " != 0u) return;");
       return;
     }
-    std::string row = glsl(d_) ? "gl_NumWorkGroups.x * " + std::to_string(o_.workgroup_size) + "u"
-                               : "gridDim.x * blockDim.x";
     const std::string& in = indent_;
     if (vec4_) {
       tag(in + "int gid = gv * 4 + lane;");
       tag(in + "if (gid >= total) continue;");  // a constant trip count keeps the loop unrollable
     } else {
-      tag("  int gid = int(" + x + " + " + y + " * " + row + ");");
+      tag("  int gid = " + invocation_index() + ";");
       tag("  if (gid >= " + total_elements() + ") return;");
     }
     tag(in + "int rest = gid;");

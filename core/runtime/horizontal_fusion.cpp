@@ -35,6 +35,13 @@ bool position_free(const ExprRef& root, int rank) {
   return walk(root);
 }
 
+// A pointwise kernel's iteration size: the product of its dims (params 0..rank-1).
+SymInt iteration_size(const kernel::LoweredKernel& lk) {
+  SymInt elements(1);
+  for (int d = 0; d < lk.kernel.rank; ++d) elements = elements * lk.params[size_t(d)];
+  return elements;
+}
+
 // A kernel that may become a segment: one plain pointwise step, position free, within the size cap.
 bool joinable(const ProgramKernel& pk, const kernel::CodegenTarget& target, const HorizontalFusionOptions& options) {
   if (pk.steps.size() != 1 || pk.template_op || pk.in_place_output >= 0) return false;
@@ -43,12 +50,7 @@ bool joinable(const ProgramKernel& pk, const kernel::CodegenTarget& target, cons
   if (k.kind != kernel::KernelKind::Pointwise || !k.segments.empty() || k.stores.empty()) return false;
   for (const kernel::BufferSlot& b : k.buffers)
     if (target.texel_reads && is_16_bit(b.dtype)) return false;  // its inputs would all be storage buffers
-  int64_t elements = 1;
-  for (int d = 0; d < k.rank; ++d) {
-    const SymInt& p = lk.params[size_t(d)];
-    elements *= p.is_static() ? p.value() : p.hint();
-  }
-  if (elements > options.max_elements) return false;
+  if (iteration_size(lk).hint() > options.max_elements) return false;
   return std::all_of(k.stores.begin(), k.stores.end(),
                      [&k](const kernel::Store& s) { return position_free(s.value, k.rank); });
 }
@@ -72,9 +74,7 @@ ExprRef renumber_loads(const ExprRef& e, const std::vector<int>& slot, std::map<
 bool movable_value(const ProgramValue& v) {
   constexpr int64_t kMovableBytes = 16 << 10;
   if (v.storage != ValueStorage::Arena) return true;
-  int64_t elements = 1;
-  for (const SymInt& d : v.type.shape) elements *= d.is_static() ? d.value() : d.hint();
-  return elements * int64_t(dtype_size(v.type.dtype)) <= kMovableBytes;
+  return numel(v.type.shape).hint() * int64_t(dtype_size(v.type.dtype)) <= kMovableBytes;
 }
 
 // The horizontal kernel being built: its members' slots merged by value number.
@@ -131,8 +131,7 @@ class HorizontalKernel {
       for (const kernel::Store& s : k.stores)
         segment.stores.push_back({slot.at(size_t(s.buffer)), renumber_loads(s.value, slot, memo)});
       merged.segments.push_back(std::move(segment));
-      SymInt elements(1);
-      for (int d = 0; d < k.rank; ++d) elements = elements * step.kernel.params[size_t(d)];
+      const SymInt elements = iteration_size(step.kernel);
       if (m > 0) lowered.params[size_t(m)] = extent;
       lowered.params[size_t(n + m)] = elements;
       const int64_t align = merged.segment_alignment;
@@ -246,9 +245,7 @@ int fuse_horizontal(LoweredProgram& program, const kernel::CodegenTarget& target
       info.push_back(std::move(program.kernel_info[group[0]]));
       continue;
     }
-    HorizontalKernel h(target, options);
-    for (size_t m : group) h.add(m, program.kernels[m]);
-    ProgramKernel merged = h.build(program.kernels);
+    ProgramKernel merged = entry.horizontal->build(program.kernels);
     info.push_back(merged_info(program.kernel_info, group, merged.steps[0].kernel.kernel.name));
     kernels.push_back(std::move(merged));
     saved += int(group.size()) - 1;
