@@ -36,8 +36,10 @@ std::string op_signature(const OpRun& run) {
   std::string key;
   key.reserve(128);
   append_raw(key, run.kind);
-  for (const auto& [name, attr] : run.attrs) {
-    key += name;
+  for (const auto& entry : run.attrs) {
+    // Named, not a structured binding: clang cannot capture one in an OpenMP build.
+    const Attr& attr = entry.second;
+    key += entry.first;
     key += '=';
     std::visit(
         [&](const auto& v) {

@@ -32,9 +32,11 @@ int App::kernel_of(int node_id) const {
 }
 
 void App::select_kernel(int kernel) {
+  // An index past the table selects nothing: the views index the table by the selection.
+  if (kernel >= int(bundle_.kernels.size())) kernel = -1;
   selection_.kernel = kernel;
   selection_.scroll_code = true;
-  if (kernel < 0 || kernel >= int(bundle_.kernels.size())) return;
+  if (kernel < 0) return;
   const trace::BundleKernel& k = bundle_.kernels[size_t(kernel)];
   if (k.origins.empty()) return;
   // The kernel's last origin is the node whose value it stores: the most telling line.

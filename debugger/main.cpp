@@ -62,7 +62,11 @@ int main(int argc, char** argv) {
     if (!args.export_trace.empty()) kiln::trace::write_file(args.export_trace, kiln::trace::chrome_trace_json(bundle));
     if (!args.export_dot.empty()) kiln::trace::write_file(args.export_dot, kiln::trace::graph_dot(bundle));
     if (!gui) return 0;
+    const size_t bundle_kernels = bundle.kernels.size();
     kiln::debugger::App app(std::move(bundle), args.dir);
+    if (args.kernel >= int(bundle_kernels))
+      return usage(("--kernel " + std::to_string(args.kernel) + ": the bundle has " +
+                    std::to_string(bundle_kernels) + " kernels, numbered from 0").c_str());
     if (args.kernel >= 0) app.select_kernel(args.kernel);
     if (args.headless && args.screenshot.empty()) return kiln::debugger::run_null(app, args);
     return kiln::debugger::run_window(app, args);

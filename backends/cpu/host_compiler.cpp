@@ -53,7 +53,10 @@ std::string host_isa() {
   isa = "x86-64";
 #define KILN_ISA_FEATURE(f) \
   if (__builtin_cpu_supports(f)) isa += " " f;
-  KILN_ISA_FEATURE("avx2") KILN_ISA_FEATURE("fma") KILN_ISA_FEATURE("f16c")
+  KILN_ISA_FEATURE("avx2") KILN_ISA_FEATURE("fma")
+#ifndef __clang__  // clang 16's builtin does not know this one
+  KILN_ISA_FEATURE("f16c")
+#endif
   KILN_ISA_FEATURE("avx512f") KILN_ISA_FEATURE("avx512bw") KILN_ISA_FEATURE("avx512vl")
 #undef KILN_ISA_FEATURE
 #elif defined(__aarch64__)

@@ -279,7 +279,12 @@ class Parser {
     t.dtype = parse_dtype_word();
     if (pos_ >= text_.size() || text_[pos_] != '[') fail("expected '[' right after the dtype");
     ++pos_;
-    for (const Chunk& c : list_chunks()) t.shape.push_back(parse_dim(c));
+    for (const Chunk& c : list_chunks()) {
+      t.shape.push_back(parse_dim(c));
+      // An expression of constants folds here: `1-6` is a dimension of -5, refused as -5 would be.
+      if (t.shape.back().is_static() && t.shape.back().value() < 0)
+        fail_at(c.pos, "expected a dimension >= 0, '" + c.text + "' is " + t.shape.back().str());
+    }
     return t;
   }
 

@@ -2,6 +2,9 @@
 #include "core/ir/symint.h"
 
 #include <cctype>
+#include <climits>
+#include <stdexcept>
+#include <string>
 #include <utility>
 
 #include "core/support/error.h"
@@ -17,20 +20,40 @@ struct SymExpr {
 
 namespace {
 
+[[noreturn]] void overflow(const char* op, int64_t a, int64_t b) {
+  throw Error("symbolic shape: " + std::to_string(a) + " " + op + " " + std::to_string(b) +
+              " is past int64's range");
+}
+
 int64_t floor_div(int64_t a, int64_t b) {
   if (b == 0) throw Error("symbolic shape: division by zero");
+  if (a == INT64_MIN && b == -1) overflow("//", a, b);
   int64_t q = a / b;
   if ((a % b != 0) && ((a < 0) != (b < 0))) --q;
   return q;
 }
 
-int64_t floor_mod(int64_t a, int64_t b) { return a - floor_div(a, b) * b; }
+// a - floor_div(a, b) * b, without the product (which can pass int64's range).
+int64_t floor_mod(int64_t a, int64_t b) {
+  if (b == 0) throw Error("symbolic shape: division by zero");
+  if (b == -1) return 0;
+  int64_t r = a % b;
+  if (r != 0 && ((r < 0) != (b < 0))) r += b;
+  return r;
+}
 
 int64_t apply(SymExpr::Kind kind, int64_t a, int64_t b) {
+  int64_t r = 0;
   switch (kind) {
-    case SymExpr::Kind::Add: return a + b;
-    case SymExpr::Kind::Sub: return a - b;
-    case SymExpr::Kind::Mul: return a * b;
+    case SymExpr::Kind::Add:
+      if (__builtin_add_overflow(a, b, &r)) overflow("+", a, b);
+      return r;
+    case SymExpr::Kind::Sub:
+      if (__builtin_sub_overflow(a, b, &r)) overflow("-", a, b);
+      return r;
+    case SymExpr::Kind::Mul:
+      if (__builtin_mul_overflow(a, b, &r)) overflow("*", a, b);
+      return r;
     case SymExpr::Kind::FloorDiv: return floor_div(a, b);
     case SymExpr::Kind::Mod: return floor_mod(a, b);
     case SymExpr::Kind::Max: return a > b ? a : b;
@@ -255,7 +278,12 @@ class SymParser {
       if (!eat(")")) fail("missing ')'");
       return s;
     }
-    if (eat("-")) return SymInt(0) - atom();
+    if (eat("-")) {
+      skip();
+      // A literal keeps its sign, so the most negative int64 (as str() prints it) parses back.
+      if (pos_ < text_.size() && std::isdigit(static_cast<unsigned char>(text_[pos_]))) return integer("-");
+      return SymInt(0) - atom();
+    }
     if (eat("max(")) {
       SymInt a = sum();
       if (!eat(",")) fail("max needs two arguments");
@@ -264,13 +292,7 @@ class SymParser {
       return sym_max(a, b);
     }
     char c = text_[pos_];
-    if (std::isdigit(static_cast<unsigned char>(c))) {
-      size_t end = pos_;
-      while (end < text_.size() && std::isdigit(static_cast<unsigned char>(text_[end]))) ++end;
-      int64_t v = std::stoll(text_.substr(pos_, end - pos_));
-      pos_ = end;
-      return v;
-    }
+    if (std::isdigit(static_cast<unsigned char>(c))) return integer("");
     if (std::isalpha(static_cast<unsigned char>(c)) || c == '_') {
       size_t end = pos_;
       while (end < text_.size() &&
@@ -282,6 +304,21 @@ class SymParser {
       return SymInt::symbol(name, it == hints_.end() ? 0 : it->second);
     }
     fail("unexpected '" + std::string(1, c) + "'");
+  }
+
+  // The digits at pos_, with `sign` ("" or "-") before them.
+  SymInt integer(const std::string& sign) {
+    size_t end = pos_;
+    while (end < text_.size() && std::isdigit(static_cast<unsigned char>(text_[end]))) ++end;
+    const std::string digits = sign + text_.substr(pos_, end - pos_);
+    int64_t v = 0;
+    try {
+      v = std::stoll(digits);
+    } catch (const std::out_of_range&) {
+      fail("integer " + digits + " is past int64's range");
+    }
+    pos_ = end;
+    return v;
   }
 
   const std::string& text_;

@@ -111,8 +111,10 @@ struct Recurrence {
     else if (dir != "forward" && dir != "reverse") n.fail("unknown direction '" + dir + "'");
     reverse_only = dir == "reverse";
     batch_first = n.attr_int("layout", 0) != 0;
-    hidden = n.attr_int("hidden_size", 0);
-    if (!n.has_attr("hidden_size")) hidden = n.input_type(2).shape[2].hint();
+    check_weights();
+    hidden = n.attr_int("hidden_size", n.input_type(2).shape[2].value());
+    if (hidden != n.input_type(2).shape[2].value())
+      n.fail("hidden_size " + std::to_string(hidden) + " does not match R " + n.input_type(2).str());
     if (n.has_attr("clip")) clip = n.attr_float("clip", 0);
     x = n.input(0);
     dtype = x->type.dtype;
@@ -127,6 +129,24 @@ struct Recurrence {
   }
 
   bool is_reverse(size_t d) const { return reverse_only || d == 1; }
+
+  // W is [num_dir, gates*hidden, input] and R [num_dir, gates*hidden, hidden], with static dims.
+  void check_weights() {
+    for (int i : {1, 2}) {
+      const TensorType& t = n.input_type(size_t(i));
+      const char* name = i == 1 ? "W" : "R";
+      if (t.rank() != 3 || !t.shape[0].is_static() || !t.shape[1].is_static() || !t.shape[2].is_static())
+        n.fail(std::string(name) + " must have rank 3 and static dims, has " + t.str());
+      if (t.shape[0].value() != int64_t(num_dir))
+        n.fail(std::string(name) + " " + t.str() + " has " + t.shape[0].str() + " directions, not " +
+               std::to_string(num_dir));
+    }
+    const TensorType& r = n.input_type(2);
+    const int64_t h = r.shape[2].value();
+    if (h < 1 || h > (int64_t(1) << 40) || r.shape[1].value() != gates * h || n.input_type(1).shape[1].value() != gates * h)
+      n.fail("W " + n.input_type(1).str() + " and R " + r.str() + " do not hold " + std::to_string(gates) +
+             " gates of hidden size " + std::to_string(h));
+  }
 
   // Sequences shorter than the input would need per-batch masking; only full lengths import.
   void check_sequence_lens() {
@@ -158,7 +178,8 @@ struct Recurrence {
   // Initial state (input i) of direction d as [batch, hidden]; zeros when absent.
   Value* initial(size_t i, size_t d) {
     if (!n.has_input(i)) {
-      if (!batch.is_static())  // zeros broadcast to the run's batch
+      // Zeros broadcast to the run's batch, or to a batch too large to hold as a constant.
+      if (!batch.is_static() || batch.value() > (int64_t(1) << 16) / hidden)
         return n.emit(OpKind::Expand, {n.scalar(0, dtype)}, {{"shape", Shape{batch, hidden}}});
       Literal zeros{dtype, {batch.value(), hidden}, {}};
       zeros.bytes.assign(size_t(zeros.numel()) * dtype_size(dtype), 0);

@@ -60,7 +60,8 @@ std::string read_external(const kiln_onnx::TensorProto& proto, const std::string
                 "' is missing (locations are relative to the model's folder)");
   in.seekg(0, std::ios::end);
   const int64_t size = int64_t(in.tellg());
-  if (offset < 0 || offset > size || (length >= 0 && offset + length > size))
+  // Written as `length > size - offset`: `offset + length` can pass int64's range.
+  if (offset < 0 || offset > size || length < -1 || (length >= 0 && length > size - offset))
     throw Error(what + ": external data file '" + file.string() + "' has " +
                 std::to_string(size) + " bytes, the tensor needs bytes " + std::to_string(offset) +
                 ".." + std::to_string(length < 0 ? size : offset + length));

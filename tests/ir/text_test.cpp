@@ -288,6 +288,8 @@ TEST(IrText, ParseErrorsGiveLineColumnAndWhatWasExpected) {
   expect_parse_error(head + "  %1: f33[2,3] = relu(%0)\n  return %1\n}\n", "2:7", "expected a dtype");
   expect_parse_error(head + "  %1: f32[2,-3] = relu(%0)\n  return %1\n}\n", "2:13",
                      "expected a dimension >= 0");
+  expect_parse_error(head + "  %1: f32[2,1-6] = relu(%0)\n  return %1\n}\n", "2:13",
+                     "expected a dimension >= 0, '1-6' is -5");  // found by the ir_text fuzz target
   expect_parse_error(head + "  %1: f32[2,s0+] = relu(%0)\n  return %1\n}\n", "2:13",
                      "expected a dimension");
   expect_parse_error(head + "  %1: f32[2,3 = relu(%0)\n  return %1\n}\n", "2:25", "expected ']'");

@@ -13,3 +13,11 @@ if(DEBUGGER AND EXISTS ${DEBUGGER})
     message(FATAL_ERROR "kiln-debug could not open the bundle (${rc}):\n${out}\n${err}")
   endif()
 endif()
+# A kernel past the bundle's table is refused with the table's size (it used to crash the views).
+if(DEBUGGER AND EXISTS ${DEBUGGER})
+  execute_process(COMMAND ${DEBUGGER} --headless --kernel 7 ${dir} RESULT_VARIABLE rc
+                  OUTPUT_VARIABLE out ERROR_VARIABLE err)
+  if(NOT rc EQUAL 2 OR NOT err MATCHES "--kernel 7: the bundle has 1 kernels")
+    message(FATAL_ERROR "kiln-debug --kernel 7 on a 1-kernel bundle gave (${rc}):\n${out}\n${err}")
+  endif()
+endif()
