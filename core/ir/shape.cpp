@@ -24,7 +24,9 @@ std::vector<int64_t> static_dims(const Shape& shape) {
 
 int64_t numel(std::span<const int64_t> dims) {
   int64_t n = 1;
-  for (int64_t d : dims) n *= d;
+  for (int64_t d : dims)
+    if (__builtin_mul_overflow(n, d, &n))
+      throw Error("a shape of " + std::to_string(dims.size()) + " dims has more elements than int64 counts");
   return n;
 }
 

@@ -165,9 +165,11 @@ Value* band_mask(NodeContext& n, const SymInt& rows, const SymInt& cols, int64_t
 // The literal held by a `constant` node's output, else nullptr.
 const Literal* constant_of(const Value* v);
 
-// Numpy-style elementwise dtype checks shared by the mappings.
+// A node's axis normalized against `rank` (a negative one counts from the end). An axis of a
+// scalar is refused too: every caller reads the dim at the axis.
 inline int64_t normalize_axis_or(NodeContext& n, int64_t axis, int64_t rank) {
-  if (axis < -rank || axis >= std::max<int64_t>(rank, 1))
+  if (rank == 0) n.fail("axis " + std::to_string(axis) + " of a scalar: the op needs rank >= 1");
+  if (axis < -rank || axis >= rank)
     n.fail("axis " + std::to_string(axis) + " is out of range for rank " + std::to_string(rank));
   return axis < 0 ? axis + rank : axis;
 }

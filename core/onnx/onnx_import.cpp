@@ -132,13 +132,13 @@ struct Importer {
     guards.node = "node " + n.provenance().origins[0].imported;
     try {
       it->second(n);
+      for (int i = 0; i < node.output_size(); ++i)
+        if (!node.output(i).empty() && !ctx.values.count(node.output(i)))
+          n.unsupported("output " + std::to_string(i) + " ('" + node.output(i) + "') is not produced");
     } catch (const Unsupported& u) {
       unsupported.push_back(label + ": " + u.reason);
       return poison();
     }
-    for (int i = 0; i < node.output_size(); ++i)
-      if (!node.output(i).empty() && !ctx.values.count(node.output(i)))
-        n.unsupported("output " + std::to_string(i) + " ('" + node.output(i) + "') is not produced");
   }
 
   ImportedModel run() {

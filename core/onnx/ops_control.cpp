@@ -11,6 +11,15 @@ namespace {
 
 using N = NodeContext;
 
+// Unrolling copies the body once per step; past this many steps the graph would take the memory.
+constexpr int64_t kMaxUnrolledSteps = 4096;
+
+void check_unroll(N& n, int64_t steps) {
+  if (steps > kMaxUnrolledSteps)
+    n.unsupported(std::to_string(steps) + " steps: kiln unrolls loops at import, at most " +
+                  std::to_string(kMaxUnrolledSteps));
+}
+
 bool same_type(const TensorType& a, const TensorType& b) {
   if (a.dtype != b.dtype || a.rank() != b.rank()) return false;
   for (size_t d = 0; d < a.rank(); ++d)
@@ -59,6 +68,7 @@ Value* scalar_i64(N& n, int64_t v) { return n.scalar(double(v), DType::I64); }
 void map_loop(N& n) {
   if (!n.has_input(0)) n.unsupported("a Loop without a trip count (kiln unrolls loops at import)");
   const int64_t trips = n.constant_ints(0, "trip count (M)").at(0);
+  check_unroll(n, trips);
   bool go = !n.has_input(1) || n.require_constant(1, "condition").element(0) != 0;
   std::vector<Value*> carried;
   for (size_t i = 2; i < n.num_inputs(); ++i) carried.push_back(n.input(i));
@@ -97,8 +107,12 @@ void map_scan(N& n) {
   std::vector<int64_t> axes;
   for (size_t i = 0; i < scan_count; ++i)
     axes.push_back(normalize_axis_or(n, in_axes.at(i), int64_t(scans[i]->type.rank())));
+  for (size_t i = 0; i < scan_count; ++i)
+    if (scans[i]->type.rank() == 0)
+      n.fail("scan input " + std::to_string(i) + " is a scalar, it needs an axis");
   const SymInt& length = scans[0]->type.shape[size_t(axes[0])];
   if (!length.is_static()) n.unsupported("Scan over a symbolic sequence length (kiln unrolls it)");
+  check_unroll(n, length.value());
   std::vector<std::vector<Value*>> outs;
   for (int64_t t = 0; t < length.value(); ++t) {
     std::vector<Value*> in = states;

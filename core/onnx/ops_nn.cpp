@@ -50,12 +50,24 @@ Ints resolve_pads(N& n, const TensorType& x, const Ints& kernel, const Ints& str
   return pads;
 }
 
+// A per-spatial-dim attribute: `s` values, each at least `min`; `fallback` for each when absent.
+Ints spatial_attr(N& n, const std::string& name, size_t s, int64_t fallback, int64_t min) {
+  const Ints v = n.attr_ints(name, Ints(s, fallback));
+  if (v.size() != s)
+    n.fail(name + " needs " + std::to_string(s) + " values, has " + std::to_string(v.size()));
+  for (int64_t x : v)
+    if (x < min)
+      n.fail(name + " values must be >= " + std::to_string(min) + ", got " + std::to_string(x));
+  return v;
+}
+
 Ints kernel_of(N& n, const TensorType& w, size_t spatial) {
-  Ints k = n.attr_ints("kernel_shape");
-  if (k.empty())
-    for (size_t i = 0; i < spatial; ++i) k.push_back(w.shape[2 + i].hint());
-  if (k.size() != spatial) n.fail("kernel_shape needs " + std::to_string(spatial) + " values");
-  return k;
+  if (w.rank() != spatial + 2)
+    n.fail("the weights " + w.str() + " need rank " + std::to_string(spatial + 2) + ", as X has");
+  Ints fallback;
+  for (size_t i = 0; i < spatial; ++i) fallback.push_back(w.shape[2 + i].hint());
+  if (!n.has_attr("kernel_shape")) return fallback;
+  return spatial_attr(n, "kernel_shape", spatial, 1, 1);
 }
 
 void map_conv(N& n) {
@@ -63,8 +75,8 @@ void map_conv(N& n) {
   const TensorType& x = n.input_type(0);
   const size_t s = spatial_dims(n, x);
   const Ints kernel = kernel_of(n, n.input_type(1), s);
-  const Ints stride = n.attr_ints("strides", Ints(s, 1));
-  const Ints dilation = n.attr_ints("dilations", Ints(s, 1));
+  const Ints stride = spatial_attr(n, "strides", s, 1, 1);
+  const Ints dilation = spatial_attr(n, "dilations", s, 1, 1);
   AttrMap a{{"stride", stride},
             {"dilation", dilation},
             {"padding", resolve_pads(n, x, kernel, stride, dilation)},
@@ -97,8 +109,8 @@ void map_conv_integer(N& n) {
   const TensorType& x = n.input_type(0);
   const size_t s = spatial_dims(n, x);
   const Ints kernel = kernel_of(n, n.input_type(1), s);
-  const Ints stride = n.attr_ints("strides", Ints(s, 1));
-  const Ints dilation = n.attr_ints("dilations", Ints(s, 1));
+  const Ints stride = spatial_attr(n, "strides", s, 1, 1);
+  const Ints dilation = spatial_attr(n, "dilations", s, 1, 1);
   AttrMap a{{"stride", stride},
             {"dilation", dilation},
             {"padding", resolve_pads(n, x, kernel, stride, dilation)},
@@ -127,11 +139,14 @@ void map_conv_transpose(N& n) {
   const TensorType& x = n.input_type(0);
   const size_t s = spatial_dims(n, x);
   const Ints kernel = kernel_of(n, n.input_type(1), s);
-  const Ints stride = n.attr_ints("strides", Ints(s, 1));
-  const Ints dilation = n.attr_ints("dilations", Ints(s, 1));
-  Ints out_pad = n.attr_ints("output_padding", Ints(s, 0));
+  const Ints stride = spatial_attr(n, "strides", s, 1, 1);
+  const Ints dilation = spatial_attr(n, "dilations", s, 1, 1);
+  Ints out_pad = spatial_attr(n, "output_padding", s, 0, 0);
   Ints pads = n.attr_ints("pads", Ints(2 * s, 0));
+  if (pads.size() != 2 * s) n.fail("pads needs " + std::to_string(2 * s) + " values");
   const Ints output_shape = n.attr_ints("output_shape");
+  if (!output_shape.empty() && output_shape.size() < s)
+    n.fail("output_shape needs at least " + std::to_string(s) + " values");
   const std::string auto_pad = n.attr_string("auto_pad", "NOTSET");
   if (!output_shape.empty() || auto_pad == "SAME_UPPER" || auto_pad == "SAME_LOWER") {
     for (size_t i = 0; i < s; ++i) {
@@ -164,10 +179,10 @@ void map_pool(N& n, bool is_max) {
   const size_t s = spatial_dims(n, x);
   if (is_max && n.has_output(1)) n.unsupported("the Indices output");
   if (is_max) n.require_attr_int("storage_order", 0);
-  const Ints kernel = n.attr_ints("kernel_shape");
-  if (kernel.size() != s) n.fail("kernel_shape needs " + std::to_string(s) + " values");
-  const Ints stride = n.attr_ints("strides", Ints(s, 1));
-  const Ints dilation = is_max ? n.attr_ints("dilations", Ints(s, 1)) : Ints(s, 1);
+  if (!n.has_attr("kernel_shape")) n.fail("kernel_shape is required");
+  const Ints kernel = spatial_attr(n, "kernel_shape", s, 1, 1);
+  const Ints stride = spatial_attr(n, "strides", s, 1, 1);
+  const Ints dilation = is_max ? spatial_attr(n, "dilations", s, 1, 1) : Ints(s, 1);
   if (!is_max && n.has_attr("dilations")) n.unsupported("AveragePool dilations");
   Ints pads = resolve_pads(n, x, kernel, stride, dilation);
   bool wide = false;  // kiln's pooling pads at most half the window: wider pads become a Pad op

@@ -135,7 +135,7 @@ struct Recurrence {
     for (int i : {1, 2}) {
       const TensorType& t = n.input_type(size_t(i));
       const char* name = i == 1 ? "W" : "R";
-      if (t.rank() != 3 || !t.shape[0].is_static() || !t.shape[1].is_static() || !t.shape[2].is_static())
+      if (t.rank() != 3 || !is_static(t.shape))
         n.fail(std::string(name) + " must have rank 3 and static dims, has " + t.str());
       if (t.shape[0].value() != int64_t(num_dir))
         n.fail(std::string(name) + " " + t.str() + " has " + t.shape[0].str() + " directions, not " +
@@ -143,9 +143,10 @@ struct Recurrence {
     }
     const TensorType& r = n.input_type(2);
     const int64_t h = r.shape[2].value();
-    if (h < 1 || h > (int64_t(1) << 40) || r.shape[1].value() != gates * h || n.input_type(1).shape[1].value() != gates * h)
-      n.fail("W " + n.input_type(1).str() + " and R " + r.str() + " do not hold " + std::to_string(gates) +
-             " gates of hidden size " + std::to_string(h));
+    if (h < 1 || h > (int64_t(1) << 40) || r.shape[1].value() != gates * h ||
+        n.input_type(1).shape[1].value() != gates * h)
+      n.fail("W " + n.input_type(1).str() + " and R " + r.str() + " do not hold " +
+             std::to_string(gates) + " gates of hidden size " + std::to_string(h));
   }
 
   // Sequences shorter than the input would need per-batch masking; only full lengths import.

@@ -144,6 +144,32 @@ json bundle_json(const Bundle& b, std::vector<std::pair<std::string, std::string
   return j;
 }
 
+// The memory view draws every buffer at its arena's base plus its offset: each must lie inside its
+// arena, and the arenas' sum must stay far from int64's end.
+void check_memory_plan(const BundleMemory& m, const fs::path& dir) {
+  auto fail = [&](const std::string& why) {
+    throw Error("bundle: " + (dir / "bundle.json").string() + ": the memory plan " + why);
+  };
+  int64_t total = 0;
+  for (int64_t bytes : m.arena_bytes) {
+    if (bytes < 0 || bytes > (int64_t(1) << 56) - total)
+      fail("has an arena of " + std::to_string(bytes) + " bytes");
+    total += bytes;
+  }
+  for (const BundleBuffer& buffer : m.buffers) {
+    const std::string which = "buffer '" + buffer.name + "' ";
+    if (buffer.arena < 0 || size_t(buffer.arena) >= m.arena_bytes.size())
+      fail(which + "names arena " + std::to_string(buffer.arena) + " of " +
+           std::to_string(m.arena_bytes.size()));
+    const int64_t arena = m.arena_bytes[size_t(buffer.arena)];
+    if (buffer.offset < 0 || buffer.bytes < 0 || buffer.offset > arena ||
+        buffer.bytes > arena - buffer.offset)
+      fail(which + "(" + std::to_string(buffer.bytes) + " bytes at offset " +
+           std::to_string(buffer.offset) + ") does not fit its arena of " + std::to_string(arena) +
+           " bytes");
+  }
+}
+
 Bundle bundle_from(const json& j, const fs::path& dir) {
   Bundle b;
   b.version = j.at("version").get<int>();
@@ -217,6 +243,7 @@ Bundle bundle_from(const json& j, const fs::path& dir) {
                           r.value("tolerance", 0.0), r.value("passed", true), r.value("name", ""),
                           r.value("worst", ""), r.value("node", -1),
                           r.value("lines", std::vector<std::string>{})});
+  check_memory_plan(b.memory, dir);
   return b;
 }
 

@@ -21,7 +21,8 @@ constexpr std::string_view kFileMarker = "\n@@file ";
 
 // A name the scratch folder may hold: relative, no "..", plain characters.
 bool safe_name(const std::string& name) {
-  if (name.empty() || name.size() > 200 || name.front() == '/' || name.find("..") != std::string::npos)
+  if (name.empty() || name.size() > 200 || name.front() == '/' || name.back() == '/' ||
+      name.find("..") != std::string::npos)
     return false;
   return std::all_of(name.begin(), name.end(), [](char c) {
     return std::isalnum(static_cast<unsigned char>(c)) || c == '_' || c == '.' || c == '-' || c == '/';
@@ -41,10 +42,13 @@ std::string unpack(std::string_view input) {
     if (name_end == std::string_view::npos) break;
     const std::string name(input.substr(name_at, name_end - name_at));
     marker = input.find(kFileMarker, name_end);
-    const std::string_view body =
-        input.substr(name_end + 1, marker == std::string_view::npos ? std::string_view::npos : marker - name_end - 1);
-    if (safe_name(name))
+    const size_t body_size = marker == std::string_view::npos ? std::string_view::npos : marker - name_end - 1;
+    const std::string_view body = input.substr(name_end + 1, body_size);
+    if (!safe_name(name)) continue;
+    try {  // a name taken by a folder already ("sources" after "sources/a") is skipped
       write_scratch("bundle/" + name, reinterpret_cast<const uint8_t*>(body.data()), body.size());
+    } catch (const Error&) {
+    }
   }
   return dir.string();
 }

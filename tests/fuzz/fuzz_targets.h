@@ -17,7 +17,7 @@ int onnx_import(const uint8_t* data, size_t size);   // ModelProto bytes: import
 int tensor_proto(const uint8_t* data, size_t size);  // TensorProto bytes: read as a literal
 int ir_text(const uint8_t* data, size_t size);       // graph text: parse, verify, print, parse, print
 int symint(const uint8_t* data, size_t size);        // SymInt text: parse, print, parse, evaluate
-int bundle(const uint8_t* data, size_t size);        // a packed trace bundle: load, then kiln-debug's views
+int bundle(const uint8_t* data, size_t size);        // a packed bundle: load, draw kiln-debug's views
 
 struct FuzzTarget {
   std::string name;  // tools/fuzz.sh's TARGET, and the folder of its inputs

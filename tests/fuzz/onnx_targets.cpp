@@ -59,7 +59,8 @@ int tensor_proto(const uint8_t* data, size_t size) {
       throw std::logic_error("fuzz tensor_proto: a literal of " + std::to_string(n) + " elements has " +
                              std::to_string(literal.bytes.size()) + " bytes");
     // Through a tensor and back: the same literal.
-    if (n <= kMaxValueElements && !(onnx::tensor_to_literal(onnx::literal_to_tensor(literal)) == literal))
+    if (n <= kMaxValueElements &&
+        !(onnx::tensor_to_literal(onnx::literal_to_tensor(literal)) == literal))
       throw std::logic_error("fuzz tensor_proto: a literal changed on its way through a tensor");
   } catch (const Error&) {
   }

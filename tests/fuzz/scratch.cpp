@@ -34,7 +34,9 @@ const std::string& scratch_dir() {
 
 std::string write_scratch(const std::string& name, const uint8_t* data, size_t size) {
   const std::filesystem::path path = std::filesystem::path(scratch_dir()) / name;
-  std::filesystem::create_directories(path.parent_path());
+  std::error_code error;
+  std::filesystem::create_directories(path.parent_path(), error);
+  if (error) throw Error("fuzz: cannot create " + path.parent_path().string() + ": " + error.message());
   std::ofstream out(path, std::ios::binary | std::ios::trunc);
   out.write(reinterpret_cast<const char*>(data), std::streamsize(size));
   if (!out) throw Error("fuzz: cannot write " + path.string());

@@ -79,7 +79,8 @@ int symint(const uint8_t* data, size_t size) {
                            again.str() + "'");
   try {
     if (value.hint() != again.hint())
-      throw std::logic_error("fuzz symint: '" + text + "' and its print '" + printed + "' evaluate differently");
+      throw std::logic_error("fuzz symint: '" + text + "' and its print '" + printed +
+                             "' evaluate differently");
   } catch (const Error&) {  // a division by zero at these values is a kiln::Error
   }
   return 0;

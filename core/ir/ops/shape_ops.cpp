@@ -108,8 +108,8 @@ std::vector<TensorType> reshape_rule(const InferContext& ctx) {
     } else if (d.value() < 0) {
       ctx.fail("shape " + shape_str(target) + " has a negative size " + d.str() +
                "; only -1 (inferred) is allowed");
-    } else {
-      known.fixed *= d.value();
+    } else if (__builtin_mul_overflow(known.fixed, d.value(), &known.fixed)) {
+      ctx.fail("shape " + shape_str(target) + " has more elements than int64 counts");
     }
   }
   const std::string what = "cannot reshape " + shape_str(x.shape) + " (" +
