@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """Runs `kiln run` on damaged copies of real models: truncated at random lengths and with random
-bytes flipped. Each run must end with an exit code of its own (0, or 1 with kiln's message on
-stderr), never a signal or a hang.
+bytes flipped. Each run must end with an exit code of its own (0; or 1 with kiln's message on
+stderr, or with its table's FAIL where eager and compiled outputs differ), never a signal or a hang.
 
   tools/corrupt_models.py --kiln build/tools/kiln/kiln [--variants N] [--seed S] MODEL.onnx ...
 
@@ -58,6 +58,9 @@ def main():
                         outcome = "ran"
                     elif run.returncode == 1 and run.stderr.strip():
                         outcome = "refused with a message"
+                    elif run.returncode == 1 and " FAIL" in run.stdout:
+                        # Garbage weights (values near 1e35) round differently once fused.
+                        outcome = "ran, eager and compiled differ past 1e-3"
                     else:
                         outcome = f"CRASH (exit {run.returncode})"
                 except subprocess.TimeoutExpired:
