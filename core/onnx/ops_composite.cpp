@@ -42,6 +42,8 @@ Value* arange_along(N& n, int64_t count, int64_t axis, int64_t rank) {
 Value* nll(N& n, Value* x, Value* target, Value* weight, const std::string& reduction) {
   if (!is_floating(x->type.dtype)) n.unsupported("non-float input");
   if (x->type.rank() < 2) n.fail("input must be [N, C, ...]");
+  if (target->type.rank() + 1 != x->type.rank())
+    n.fail("target " + target->type.str() + " must be [N, d...] for the input " + x->type.str());
   if (reduction != "none" && reduction != "sum" && reduction != "mean")
     n.fail("unknown reduction '" + reduction + "'");
   const DType dt = x->type.dtype;
