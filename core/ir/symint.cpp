@@ -273,6 +273,12 @@ class SymParser {
   SymInt atom() {
     skip();
     if (pos_ >= text_.size()) fail("unexpected end");
+    // Each '(' and unary '-' recurses: a bound keeps hostile text from exhausting the stack.
+    if (++depth_ > kMaxDepth) fail("nested deeper than " + std::to_string(kMaxDepth));
+    struct Leave {
+      int& depth;
+      ~Leave() { --depth; }
+    } leave{depth_};
     if (eat("(")) {
       SymInt s = sum();
       if (!eat(")")) fail("missing ')'");
@@ -324,6 +330,8 @@ class SymParser {
   const std::string& text_;
   const std::map<std::string, int64_t>& hints_;
   size_t pos_ = 0;
+  static constexpr int kMaxDepth = 200;
+  int depth_ = 0;
 };
 
 }  // namespace
