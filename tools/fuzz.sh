@@ -50,7 +50,7 @@ if [[ -z "$(ls -A "$corpus")" ]]; then
         awk -v out="$corpus/$(basename "$f" .kir)" '/^\/\/ -----/ { n++; next } { print > (out "_" n+0 ".kir") }' "$f"
       done ;;
   esac
-  [[ -d "$root/tests/fuzz/corpus/$which" ]] && cp "$root/tests/fuzz/corpus/$which"/* "$corpus/"
+  if [[ -d "$root/tests/fuzz/corpus/$which" ]]; then cp "$root/tests/fuzz/corpus/$which"/* "$corpus/"; fi
 fi
 
 source "$root/tools/sanitize/env.sh" "$build"

@@ -1,6 +1,6 @@
 // Every saved fuzz input through its target's body, in the normal build and under the sanitizers:
 // the crashes the fuzzers found (tests/fuzz/regressions/TARGET/, each named for what it broke)
-// and the committed seeds (tests/fuzz/corpus/TARGET/).
+// and the seeds (tests/fuzz/corpus/TARGET/ and the files TARGET.list names).
 #include <gtest/gtest.h>
 
 #include <filesystem>
@@ -26,6 +26,10 @@ std::vector<fs::path> saved_inputs(const std::string& target) {
     for (const auto& entry : fs::directory_iterator(dir))
       if (entry.is_regular_file()) files.push_back(entry.path());
   }
+  // Seeds from Debian's libonnx-testdata are named in TARGET.list, not copied into the tree.
+  std::ifstream list(fs::path(KILN_FUZZ_DIR) / "corpus" / (target + ".list"));
+  for (std::string line; std::getline(list, line);)
+    if (!line.empty()) files.push_back(line);
   std::sort(files.begin(), files.end());
   return files;
 }

@@ -1,7 +1,7 @@
 // The fuzz targets' bodies: each takes one input's bytes and returns 0, and must neither crash, leak,
 // hang nor throw anything but kiln::Error (which it catches). The libFuzzer programs
 // (tools/fuzz.sh) and the regression test (fuzz_regressions_test.cpp, every input in
-// tests/fuzz/regressions/ and tests/fuzz/corpus/) call the same functions.
+// tests/fuzz/regressions/ and the seeds under tests/fuzz/corpus/) call the same functions.
 #pragma once
 
 #include <cstddef>
