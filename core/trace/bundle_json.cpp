@@ -1,10 +1,16 @@
 // Bundle <-> DIR/bundle.json + DIR/sources/. Sources live in their own files so they open in any
 // editor and diff cleanly; the JSON names them. Unknown fields are ignored and missing ones take
 // their defaults, so version 1 bundles still read.
+#include <array>
 #include <cmath>
 #include <filesystem>
 #include <fstream>
+#include <limits>
+#include <map>
 #include <sstream>
+#include <stdexcept>
+#include <type_traits>
+#include <vector>
 
 #include <nlohmann/json.hpp>
 
@@ -18,6 +24,94 @@ using nlohmann::json;
 
 namespace {
 
+// A field whose JSON value does not fit the C++ type it is read into. nlohmann's own conversion
+// would cast 1e300 into an int, which is undefined behaviour; these readers check first.
+struct SchemaError : std::runtime_error {
+  using std::runtime_error::runtime_error;
+};
+
+template <class T> struct IsVector : std::false_type {};
+template <class T> struct IsVector<std::vector<T>> : std::true_type {};
+template <class T> struct IsArray : std::false_type {};
+template <class T, size_t N> struct IsArray<std::array<T, N>> : std::true_type {};
+template <class T> struct IsMap : std::false_type {};
+template <class T> struct IsMap<std::map<std::string, T>> : std::true_type {};
+
+template <class T>
+T integer_from(const json& v, const std::string& key) {
+  using Limits = std::numeric_limits<T>;
+  auto out_of_range = [&] {
+    return SchemaError("field '" + key + "' holds " + v.dump() + ", which is not an integer from " +
+                       std::to_string(Limits::min()) + " to " + std::to_string(Limits::max()));
+  };
+  if (v.is_number_unsigned()) {
+    const uint64_t u = v.get<uint64_t>();
+    if (u > uint64_t(Limits::max())) throw out_of_range();
+    return T(u);
+  }
+  if (v.is_number_integer()) {
+    const int64_t i = v.get<int64_t>();
+    if (i < int64_t(Limits::min()) || (i > 0 && uint64_t(i) > uint64_t(Limits::max())))
+      throw out_of_range();
+    return T(i);
+  }
+  if (v.is_number_float()) {
+    // [min, max + 1) in doubles: both bounds are exact powers of two for every integer type here.
+    const double d = v.get<double>();
+    if (!(d >= double(Limits::min()) && d < double(Limits::max()) + 1.0) || d != std::floor(d))
+      throw out_of_range();
+    return T(d);
+  }
+  throw SchemaError("field '" + key + "' holds " + v.dump() + ", not a number");
+}
+
+// Reads v as T: an integer, a double, or a vector, array or string-keyed map of them. Strings and
+// bools go through nlohmann, whose type errors are already exceptions.
+template <class T>
+T read_as(const json& v, const std::string& key) {
+  if constexpr (std::is_same_v<T, bool> || std::is_same_v<T, std::string>) {
+    return v.get<T>();
+  } else if constexpr (std::is_integral_v<T>) {
+    return integer_from<T>(v, key);
+  } else if constexpr (std::is_floating_point_v<T>) {
+    if (!v.is_number()) throw SchemaError("field '" + key + "' holds " + v.dump() + ", not a number");
+    return v.get<T>();
+  } else if constexpr (IsVector<T>::value || IsArray<T>::value) {
+    if (!v.is_array()) throw SchemaError("field '" + key + "' is not an array");
+    T out{};
+    if constexpr (IsArray<T>::value) {
+      if (v.size() != out.size())
+        throw SchemaError("field '" + key + "' has " + std::to_string(v.size()) + " values, not " +
+                          std::to_string(out.size()));
+    } else {
+      out.resize(v.size());
+    }
+    for (size_t i = 0; i < v.size(); ++i)
+      out[i] = read_as<typename T::value_type>(v[i], key + "[" + std::to_string(i) + "]");
+    return out;
+  } else {
+    static_assert(IsMap<T>::value, "read_as: no reader for this type");
+    if (!v.is_object()) throw SchemaError("field '" + key + "' is not an object");
+    T out;
+    for (const auto& [name, item] : v.items())
+      out[name] = read_as<typename T::mapped_type>(item, key + "." + name);
+    return out;
+  }
+}
+
+// j[key] read as T, or fallback when absent. The fallback's type is the field's type.
+template <class T>
+T field(const json& j, const char* key, T fallback) {
+  auto it = j.find(key);
+  return it == j.end() ? fallback : read_as<T>(*it, key);
+}
+template <class T>
+T required(const json& j, const char* key) {
+  auto it = j.find(key);
+  if (it == j.end()) throw SchemaError(std::string("field '") + key + "' is missing");
+  return read_as<T>(*it, key);
+}
+
 json origin_json(const Origin& o) {
   json j = {{"file", o.file}, {"line", o.line}, {"function", o.function}, {"scope", o.scope}};
   if (!o.imported.empty()) j["imported"] = o.imported;
@@ -27,7 +121,7 @@ json origin_json(const Origin& o) {
 Origin origin_from(const json& j) {
   Origin o;
   o.file = j.value("file", "");
-  o.line = j.value("line", 0);
+  o.line = field(j, "line", 0);
   o.function = j.value("function", "");
   o.scope = j.value("scope", "");
   o.imported = j.value("imported", "");
@@ -35,7 +129,9 @@ Origin origin_from(const json& j) {
 }
 
 json note_json(const BundleNote& n) { return {{"text", n.text}, {"file", n.file}, {"line", n.line}}; }
-BundleNote note_from(const json& j) { return {j.value("text", ""), j.value("file", ""), j.value("line", 0)}; }
+BundleNote note_from(const json& j) {
+  return {j.value("text", ""), j.value("file", ""), field(j, "line", 0)};
+}
 
 json optional_json(const std::optional<double>& v) { return v ? json(*v) : json(nullptr); }
 std::optional<double> optional_from(const json& j, const char* key) {
@@ -172,7 +268,7 @@ void check_memory_plan(const BundleMemory& m, const fs::path& dir) {
 
 Bundle bundle_from(const json& j, const fs::path& dir) {
   Bundle b;
-  b.version = j.at("version").get<int>();
+  b.version = required<int>(j, "version");
   if (b.version > kBundleVersion)
     throw Error("bundle: " + dir.string() + " has schema version " + std::to_string(b.version) +
                 "; this kiln reads up to version " + std::to_string(kBundleVersion) + " (update kiln)");
@@ -180,18 +276,18 @@ Bundle bundle_from(const json& j, const fs::path& dir) {
   b.name = j.value("name", "");
   b.device = j.value("device", "");
   for (const json& p : j.value("passes", json::array()))
-    b.passes.push_back({p.value("name", ""), p.value("ir", ""), p.value("seconds", 0.0),
-                        p.value("stats", std::map<std::string, int64_t>{})});
+    b.passes.push_back({p.value("name", ""), p.value("ir", ""), field(p, "seconds", 0.0),
+                        field(p, "stats", std::map<std::string, int64_t>{})});
   const json graph = j.value("graph", json::object());
   for (const json& in : graph.value("inputs", json::array()))
-    b.graph_inputs.push_back({in.value("value", 0), in.value("name", ""), in.value("type", "")});
-  b.graph_outputs = graph.value("outputs", std::vector<int>{});
+    b.graph_inputs.push_back({field(in, "value", 0), in.value("name", ""), in.value("type", "")});
+  b.graph_outputs = field(graph, "outputs", std::vector<int>{});
   for (const json& jn : graph.value("nodes", json::array())) {
     BundleNode n;
-    n.id = jn.at("id").get<int>();
+    n.id = required<int>(jn, "id");
     n.op = jn.value("op", "");
-    n.inputs = jn.value("inputs", std::vector<int>{});
-    n.outputs = jn.value("outputs", std::vector<int>{});
+    n.inputs = field(jn, "inputs", std::vector<int>{});
+    n.outputs = field(jn, "outputs", std::vector<int>{});
     n.input_types = jn.value("input_types", std::vector<std::string>{});
     n.output_types = jn.value("output_types", std::vector<std::string>{});
     for (const json& o : jn.value("origins", json::array())) n.origins.push_back(origin_from(o));
@@ -201,10 +297,10 @@ Bundle bundle_from(const json& j, const fs::path& dir) {
   for (const json& jk : j.value("kernels", json::array())) {
     BundleKernel k;
     k.name = jk.value("name", "");
-    k.origins = jk.value("origins", std::vector<int>{});
-    k.bytes_read = jk.value("bytes_read", int64_t(0));
-    k.bytes_written = jk.value("bytes_written", int64_t(0));
-    k.flops = jk.value("flops", int64_t(0));
+    k.origins = field(jk, "origins", std::vector<int>{});
+    k.bytes_read = field(jk, "bytes_read", int64_t(0));
+    k.bytes_written = field(jk, "bytes_written", int64_t(0));
+    k.flops = field(jk, "flops", int64_t(0));
     k.phase = jk.value("phase", std::string());
     k.start_us = optional_from(jk, "start_us");
     k.time_us = optional_from(jk, "time_us");
@@ -214,9 +310,9 @@ Bundle bundle_from(const json& j, const fs::path& dir) {
       s.dialect = js.value("dialect", "glsl");
       s.file = js.value("file", "");
       if (!s.file.empty()) s.text = read_text(dir / s.file);
-      s.line_origins = js.value("line_origins", std::vector<std::vector<int>>{});
-      s.groups = js.value("groups", std::array<uint32_t, 3>{1, 1, 1});
-      s.workgroup_size = js.value("workgroup_size", 256);
+      s.line_origins = field(js, "line_origins", std::vector<std::vector<int>>{});
+      s.groups = field(js, "groups", std::array<uint32_t, 3>{1, 1, 1});
+      s.workgroup_size = field(js, "workgroup_size", 256);
       s.program = js.value("program", "");
       s.is_template = js.value("template", false);
       s.time_us = optional_from(js, "time_us");
@@ -227,21 +323,21 @@ Bundle bundle_from(const json& j, const fs::path& dir) {
     b.kernels.push_back(std::move(k));
   }
   const json mem = j.value("memory", json::object());
-  b.memory.arena_bytes = mem.value("arena_bytes", std::vector<int64_t>{});
-  b.memory.naive_bytes = mem.value("naive_bytes", int64_t(0));
-  b.memory.lower_bound_bytes = mem.value("lower_bound_bytes", int64_t(0));
-  b.memory.planned_bytes = mem.value("planned_bytes", int64_t(0));
+  b.memory.arena_bytes = field(mem, "arena_bytes", std::vector<int64_t>{});
+  b.memory.naive_bytes = field(mem, "naive_bytes", int64_t(0));
+  b.memory.lower_bound_bytes = field(mem, "lower_bound_bytes", int64_t(0));
+  b.memory.planned_bytes = field(mem, "planned_bytes", int64_t(0));
   for (const json& m : mem.value("buffers", json::array()))
-    b.memory.buffers.push_back({m.value("value", -1), m.value("name", ""), m.value("bytes", int64_t(0)),
-                                m.value("arena", 0), m.value("offset", int64_t(0)), m.value("first", 0),
-                                m.value("last", 0), m.value("in_place", false)});
+    b.memory.buffers.push_back({field(m, "value", -1), m.value("name", ""), field(m, "bytes", int64_t(0)),
+                                field(m, "arena", 0), field(m, "offset", int64_t(0)), field(m, "first", 0),
+                                field(m, "last", 0), m.value("in_place", false)});
   for (auto [key, notes] : {std::pair{"guards", &b.guards}, {"recompiles", &b.recompiles},
                             {"graph_breaks", &b.graph_breaks}})
     for (const json& n : j.value(key, json::array())) notes->push_back(note_from(n));
   for (const json& r : j.value("accuracy", json::array()))
-    b.accuracy.push_back({r.value("kernel", 0), error_from(r, "max_abs"), error_from(r, "max_rel"),
-                          r.value("tolerance", 0.0), r.value("passed", true), r.value("name", ""),
-                          r.value("worst", ""), r.value("node", -1),
+    b.accuracy.push_back({field(r, "kernel", 0), error_from(r, "max_abs"), error_from(r, "max_rel"),
+                          field(r, "tolerance", 0.0), r.value("passed", true), r.value("name", ""),
+                          r.value("worst", ""), field(r, "node", -1),
                           r.value("lines", std::vector<std::string>{})});
   check_memory_plan(b.memory, dir);
   return b;
@@ -274,6 +370,8 @@ Bundle read_bundle(const std::string& dir) {
   try {
     return bundle_from(j, dir);
   } catch (const json::exception& e) {
+    throw Error("bundle: " + path.string() + " does not match the schema (docs/bundle.md): " + e.what());
+  } catch (const SchemaError& e) {
     throw Error("bundle: " + path.string() + " does not match the schema (docs/bundle.md): " + e.what());
   }
 }

@@ -6,6 +6,7 @@
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
+#include <functional>
 #include <map>
 #include <regex>
 #include <set>
@@ -179,6 +180,42 @@ TEST(TraceBundle, ReaderRejectsNewerVersionMissingVersionAndBadJson) {
   fs::remove_all(dir);
 }
 
+
+// Numbers that do not fit their field are refused with the field's name; casting them would be
+// undefined behaviour (1e300 into an int).
+TEST(TraceBundle, ReaderRefusesNumbersOutsideTheirFieldsRange) {
+  fs::path dir = fresh_dir("ranges");
+  trace::write_bundle(dir.string(), hand_made_bundle());
+  const nlohmann::json good = nlohmann::json::parse(slurp(dir / "bundle.json"));
+  auto refused = [&](const std::function<void(nlohmann::json&)>& edit, const std::string& field,
+                     const std::string& why) {
+    nlohmann::json j = good;
+    edit(j);
+    std::ofstream(dir / "bundle.json") << j.dump();
+    try {
+      trace::read_bundle(dir.string());
+      ADD_FAILURE() << field << " was accepted";
+    } catch (const Error& e) {
+      EXPECT_NE(std::string(e.what()).find("field '" + field + "'"), std::string::npos) << e.what();
+      EXPECT_NE(std::string(e.what()).find(why), std::string::npos) << e.what();
+    }
+  };
+  refused([](auto& j) { j["kernels"][0]["sources"][0]["workgroup_size"] = 8.9e44; },
+          "workgroup_size", "not an integer from");
+  refused([](auto& j) { j["kernels"][0]["sources"][0]["groups"] = {1, -1, 1}; }, "groups[1]",
+          "to 4294967295");
+  refused([](auto& j) { j["kernels"][0]["sources"][0]["groups"] = {1, 1}; }, "groups",
+          "has 2 values, not 3");
+  refused([](auto& j) { j["graph"]["nodes"][0]["id"] = 1.5; }, "id", "not an integer");
+  refused([](auto& j) { j["memory"]["naive_bytes"] = 1e19; }, "naive_bytes", "not an integer");
+  refused([](auto& j) { j["kernels"][0]["origins"] = {0, "x"}; }, "origins[1]", "not a number");
+  // Integers written as integral floats still read.
+  nlohmann::json j = good;
+  j["kernels"][0]["sources"][0]["workgroup_size"] = 64.0;
+  std::ofstream(dir / "bundle.json") << j.dump();
+  EXPECT_EQ(trace::read_bundle(dir.string()).kernels[0].sources[0].workgroup_size, 64);
+  fs::remove_all(dir);
+}
 // Lines that compute a value: SSA temporaries, stores, and the reduction's combine step.
 bool computes(const std::string& line) {
   static const std::regex temp(R"(^\s+\w+ v\d+ = )"), store(R"(^\s+b\d+\[gid\] = )"),
