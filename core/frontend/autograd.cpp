@@ -3,6 +3,7 @@
 
 #include <map>
 #include <set>
+#include <unordered_map>
 
 #include "core/autodiff/reverse.h"
 #include "core/frontend/dispatch.h"
@@ -43,22 +44,24 @@ class RecordedGraph {
   // After differentiation: every forward value becomes an input bound to its saved data, so the
   // gradient graph reads what the forward ops computed instead of computing it again.
   void bind_forward_values() {
+    std::unordered_map<const Value*, Value*> replacements;
     for (const AutogradNode* n : order_) {
       const std::vector<Value*>& outs = outputs_.at(n);
       for (size_t k = 0; k < outs.size(); ++k) {
         if (!outs[k]->producer) continue;  // a compiled function that returns an input as is
         Value* in = graph_.add_input(outs[k]->type);
         bound_.push_back(saved_tensor(n->output_types[k], n->outputs[k], n->device));
-        graph_.replace_uses(outs[k], in);
+        replacements[outs[k]] = in;
       }
       if (!n->graph) continue;
       const std::vector<Value*>& inlined = saved_.at(n);
       for (size_t k = 0; k < inlined.size(); ++k) {
         Value* in = graph_.add_input(inlined[k]->type);
         bound_.push_back(saved_tensor(n->saved_values[k]->type, n->saved_buffers[k], n->device));
-        graph_.replace_uses(inlined[k], in);
+        replacements[inlined[k]] = in;
       }
     }
+    graph_.replace_uses(replacements);
   }
   Graph& graph() { return graph_; }
   const std::vector<Tensor>& bound() const { return bound_; }

@@ -114,4 +114,15 @@ void Graph::replace_uses(Value* from, Value* to) {
   std::replace(outputs_.begin(), outputs_.end(), from, to);
 }
 
+void Graph::replace_uses(const std::unordered_map<const Value*, Value*>& replacements) {
+  if (replacements.empty()) return;
+  auto replace = [&](Value*& v) {
+    auto it = replacements.find(v);
+    if (it != replacements.end()) v = it->second;
+  };
+  for (auto& n : nodes_)
+    for (Value*& v : n->inputs) replace(v);
+  for (Value*& v : outputs_) replace(v);
+}
+
 }  // namespace kiln

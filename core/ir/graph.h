@@ -6,6 +6,7 @@
 #include <map>
 #include <memory>
 #include <string>
+#include <unordered_map>
 #include <vector>
 
 #include "core/ir/attr.h"
@@ -70,8 +71,11 @@ class Graph {
   std::vector<Node*> users(const Value* v) const;
   // Removes nodes whose outputs nobody reads (not graph outputs); returns how many.
   size_t remove_dead_nodes();
-  // Makes every reader of `from` (and the graph outputs) read `to` instead.
+  // Makes every reader of `from` (and the graph outputs) read `to` instead. One walk over the
+  // nodes: a pass replacing many values gathers them and calls the map form once.
   void replace_uses(Value* from, Value* to);
+  // Every key's readers read its value instead, in one walk; the values must not be keys.
+  void replace_uses(const std::unordered_map<const Value*, Value*>& replacements);
 
  private:
   Value* new_value(const TensorType& type);

@@ -94,7 +94,9 @@ struct Importer {
       const auto& d = tt.shape().dim(i);
       const int64_t hint = i < int64_t(actual.size()) ? actual[size_t(i)] : -1;
       if (d.has_dim_value()) {
-        if (d.dim_value() < 0) throw Error("onnx import: input '" + name + "' has a negative dim");
+        if (d.dim_value() < 0)
+          throw Error("onnx import: input '" + name + "' has dim " + std::to_string(i) + " = " +
+                      std::to_string(d.dim_value()) + "; dims are sizes, at least 0");
         if (hint >= 0 && hint != d.dim_value())
           throw Error("onnx import: shape conflict: input '" + name + "' is declared with dim " +
                       std::to_string(i) + " = " + std::to_string(d.dim_value()) +

@@ -141,8 +141,12 @@ Literal literal_from_proto(const kiln_onnx::TensorProto& p, const std::string& m
                 " is not supported (kiln has f32 f16 bf16 f64 i32 i64 u8 bool)");
   int64_t n = 1;
   for (int64_t d : p.dims()) {
-    if (d < 0 || (d > 0 && n > (int64_t(1) << 40) / d))
-      throw Error(what + ": invalid dims (negative or too large)");
+    if (d < 0 || (d > 0 && n > (int64_t(1) << 40) / d)) {
+      std::string dims;
+      for (int64_t x : p.dims()) dims += (dims.empty() ? "" : ",") + std::to_string(x);
+      throw Error(what + ": dims [" + dims + "] " +
+                  (d < 0 ? "hold a negative size" : "hold more than 2^40 elements"));
+    }
     lit.shape.push_back(d);
     n *= d;
   }

@@ -1,6 +1,7 @@
 // Host tensors <-> literals, and running an imported model on a device: interpreted (EagerModel)
 // or compiled (CompiledModel).
 #include <cstring>
+#include <map>
 #include <set>
 
 #include "core/frontend/factories.h"
@@ -34,6 +35,42 @@ Literal tensor_to_literal(const Tensor& tensor) {
 }
 
 namespace {
+
+// The inputs against the model's declared types, as onnxruntime checks them before a run: their
+// count, then each one's dtype, rank and static dims, and one size per dim symbol. Each message
+// names the input.
+void check_model_inputs(const char* who, const std::vector<ModelIO>& declared,
+                        const std::vector<Tensor>& inputs) {
+  if (inputs.size() != declared.size())
+    throw Error(std::string(who) + ": the model has " + std::to_string(declared.size()) +
+                (declared.size() == 1 ? " input, " : " inputs, ") + std::to_string(inputs.size()) +
+                (inputs.size() == 1 ? " was given" : " were given"));
+  std::map<std::string, std::pair<int64_t, std::string>> symbols;  // size, and the input it came from
+  for (size_t i = 0; i < inputs.size(); ++i) {
+    const TensorType& want = declared[i].type;
+    const std::string name = "input " + std::to_string(i) + " '" + declared[i].name + "'";
+    const TensorType got = inputs[i].type();
+    if (got.dtype != want.dtype || got.rank() != want.rank())
+      throw Error(std::string(who) + ": " + name + " should be " + want.str() + ", got " + got.str());
+    for (size_t d = 0; d < want.rank(); ++d) {
+      const int64_t size = got.shape[d].value();
+      if (want.shape[d].is_static()) {
+        if (want.shape[d].value() != size)
+          throw Error(std::string(who) + ": " + name + " should be " + want.str() + ", got " + got.str() +
+                      ": dim " + std::to_string(d) + " is " + std::to_string(size) + ", not " +
+                      std::to_string(want.shape[d].value()));
+        continue;
+      }
+      const std::string symbol = want.shape[d].str();
+      auto [it, first] = symbols.emplace(symbol, std::pair{size, declared[i].name});
+      if (!first && it->second.first != size)
+        throw Error(std::string(who) + ": " + name + " has " + symbol + " = " + std::to_string(size) +
+                    " in dim " + std::to_string(d) + ", but input '" + it->second.second + "' has " +
+                    symbol + " = " + std::to_string(it->second.first) +
+                    "; every input must give one size to a dim symbol");
+    }
+  }
+}
 
 std::string guard_text(const ShapeGuard& g) {
   return g.lhs.str() + " " + guard_op_text(g.op) + " " + g.rhs.str();
@@ -76,9 +113,7 @@ EagerModel::EagerModel(const ImportedModel& model, Device device)
 }
 
 std::vector<Tensor> EagerModel::run(const std::vector<Tensor>& inputs) {
-  if (inputs.size() != inputs_.size())
-    throw Error("EagerModel::run: the model has " + std::to_string(inputs_.size()) + " inputs, " +
-                std::to_string(inputs.size()) + " were given");
+  check_model_inputs("EagerModel::run", inputs_, inputs);
   check_import_guards(inputs_, guards_, inputs);
   std::vector<Tensor> args;
   for (const Tensor& t : inputs) args.push_back(t.to(device_));
@@ -111,9 +146,7 @@ CompiledModel::CompiledModel(const ImportedModel& model, Device device, const Pr
 }
 
 std::vector<Tensor> CompiledModel::bind(const std::vector<Tensor>& inputs) const {
-  if (inputs.size() != inputs_.size())
-    throw Error("CompiledModel::run: the model has " + std::to_string(inputs_.size()) + " inputs, " +
-                std::to_string(inputs.size()) + " were given");
+  check_model_inputs("CompiledModel::run", inputs_, inputs);
   check_import_guards(inputs_, guards_, inputs);
   std::vector<Tensor> args;
   for (const Tensor& t : inputs) args.push_back(t.to(device_));

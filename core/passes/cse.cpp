@@ -43,8 +43,16 @@ bool same_computation(const Node& a, const Node& b) {
 PassStats cse(Graph& graph) {
   int64_t merged = 0;
   std::unordered_map<size_t, std::vector<Node*>> seen;
-  // In order: replace_uses rewrites later readers first, so chains of duplicates collapse in one walk.
+  // A merged node's outputs map to the first one's. In topological order every reader comes
+  // later, so each node's inputs are rewritten just before it is hashed: chains of duplicates
+  // collapse in one walk, and the walk stays linear (replacing uses one at a time rescans the graph).
+  std::unordered_map<const Value*, Value*> replaced;
+  auto resolve = [&](Value* v) {
+    auto it = replaced.find(v);
+    return it == replaced.end() ? v : it->second;
+  };
   for (Node* n : graph.nodes()) {
+    for (Value*& in : n->inputs) in = resolve(in);
     std::vector<Node*>& bucket = seen[node_hash(*n)];
     Node* first = nullptr;
     for (Node* candidate : bucket)
@@ -58,11 +66,12 @@ PassStats cse(Graph& graph) {
     }
     for (size_t i = 0; i < n->outputs.size(); ++i) {
       if (first->outputs[i]->name.empty()) first->outputs[i]->name = n->outputs[i]->name;
-      graph.replace_uses(n->outputs[i], first->outputs[i]);
+      replaced[n->outputs[i]] = first->outputs[i];
     }
     first->provenance.merge(n->provenance);
     ++merged;
   }
+  graph.replace_uses(replaced);  // the graph outputs
   return {{{"nodes_merged", merged}}};
 }
 

@@ -120,6 +120,7 @@ std::vector<FusionGroup> fuse_graph(const Graph& graph, const FusionOptions& opt
 
   auto try_join = [&](const Node* n) {
     FusionGroup& g = groups.back();
+    if (g.nodes.size() >= options.max_group_nodes) return false;
     const Value* in = n->inputs.empty() ? nullptr : n->inputs[0];
     if (!open.anchor) {
       if (is_fusible_pointwise(*n) && same_shape(n->output()->type.shape, open.space)) {

@@ -34,6 +34,10 @@ struct FusionOptions {
   bool fuse_reductions = true;   // pointwise producers into a reduction's loop
   bool fuse_epilogues = true;    // pointwise consumers into a reduction/matmul/conv epilogue
   bool fuse_views = true;        // reshape/permute/expand/slice of a group's values join it
+  // A group closes at this many nodes. A kernel's expressions nest as deep as its chain, and the
+  // lowering, printing and evaluation of kernel IR recurse over them: without a bound, a chain of
+  // 50,000 pointwise nodes overflows the stack. (TVM bounds fusion depth at 256 the same way.)
+  size_t max_group_nodes = 256;
   // Anchors that run faster alone, as the backend's tuned template, than as a generic kernel with
   // the epilogue folded in: they take no epilogue. Unset: every anchor takes one.
   std::function<bool(const Node&)> keep_alone;
