@@ -64,6 +64,16 @@ bool has_instance_extension(const char* name) {
   return false;
 }
 
+bool has_layer_extension(const char* layer, const char* name) {
+  uint32_t count = 0;
+  if (vkEnumerateInstanceExtensionProperties(layer, &count, nullptr) != VK_SUCCESS) return false;
+  std::vector<VkExtensionProperties> exts(count);
+  vkEnumerateInstanceExtensionProperties(layer, &count, exts.data());
+  for (const auto& e : exts)
+    if (std::strcmp(e.extensionName, name) == 0) return true;
+  return false;
+}
+
 bool has_device_extension(VkPhysicalDevice physical, const char* name) {
   uint32_t count = 0;
   vkEnumerateDeviceExtensionProperties(physical, nullptr, &count, nullptr);
@@ -167,7 +177,12 @@ void check(VkResult result, const char* what) {
 
 bool validation_requested() {
   const char* env = std::getenv("KILN_VULKAN_VALIDATION");
-  return env && std::string_view(env) == "1";
+  return env && (std::string_view(env) == "1" || std::string_view(env) == "sync");
+}
+
+bool sync_validation_requested() {
+  const char* env = std::getenv("KILN_VULKAN_VALIDATION");
+  return env && std::string_view(env) == "sync";
 }
 
 std::vector<std::string> validation_messages() {
@@ -224,6 +239,20 @@ Instance::Instance(bool validation) {
   info.ppEnabledExtensionNames = extensions.data();
   VkDebugUtilsMessengerCreateInfoEXT messenger = messenger_info();
   if (validation) info.pNext = &messenger;  // also catches vkCreate/DestroyInstance problems
+  // Synchronization validation: missing or wrong barriers between launches, copies and host reads.
+  const VkValidationFeatureEnableEXT sync_checks = VK_VALIDATION_FEATURE_ENABLE_SYNCHRONIZATION_VALIDATION_EXT;
+  VkValidationFeaturesEXT features{VK_STRUCTURE_TYPE_VALIDATION_FEATURES_EXT};
+  features.enabledValidationFeatureCount = 1;
+  features.pEnabledValidationFeatures = &sync_checks;
+  if (validation && sync_validation_requested()) {
+    if (!has_layer_extension(kValidationLayer, VK_EXT_VALIDATION_FEATURES_EXTENSION_NAME))
+      throw Error(std::string("vulkan: KILN_VULKAN_VALIDATION=sync, but ") + kValidationLayer +
+                  " lacks " + VK_EXT_VALIDATION_FEATURES_EXTENSION_NAME);
+    extensions.push_back(VK_EXT_VALIDATION_FEATURES_EXTENSION_NAME);
+    info.enabledExtensionCount = uint32_t(extensions.size());
+    info.ppEnabledExtensionNames = extensions.data();
+    messenger.pNext = &features;
+  }
   VkResult r = vkCreateInstance(&info, nullptr, &instance_);
   if (r == VK_ERROR_INCOMPATIBLE_DRIVER)
     throw Error("vulkan: no Vulkan driver is installed (VK_ERROR_INCOMPATIBLE_DRIVER); on a machine "

@@ -37,7 +37,8 @@ class Instance {
   VkDebugUtilsMessengerEXT messenger_ = VK_NULL_HANDLE;
 };
 
-bool validation_requested();  // KILN_VULKAN_VALIDATION=1
+bool validation_requested();       // KILN_VULKAN_VALIDATION=1, or =sync
+bool sync_validation_requested();  // KILN_VULKAN_VALIDATION=sync: synchronization validation too
 DeviceCaps query_caps(VkPhysicalDevice physical);
 std::string device_name(VkPhysicalDevice physical);
 

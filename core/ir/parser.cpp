@@ -505,10 +505,19 @@ class Parser {
     }
   }
   // Dims were read before the symbols clause; read them again with the hints (printed text
-  // always parses, so this cannot fail).
-  SymInt rehint(const SymInt& d) const { return d.is_static() ? d : parse_symint(d.str(), hints_); }
+  // always parses, so this cannot fail). The hint must then evaluate: `s0 % s1` with s1's hint 0
+  // would fail in every later pass and in the printer.
+  SymInt rehint(const SymInt& d) {
+    if (d.is_static()) return d;
+    SymInt with_hints = hints_.empty() ? d : parse_symint(d.str(), hints_);
+    try {
+      (void)with_hints.hint();
+    } catch (const Error& e) {
+      fail("dim '" + d.str() + "' has no value at the symbols' hints: " + e.what());
+    }
+    return with_hints;
+  }
   void apply_hints() {
-    if (hints_.empty()) return;
     for (const auto& v : graph_.values())
       for (SymInt& d : v->type.shape) d = rehint(d);
     for (Node* n : graph_.nodes()) {

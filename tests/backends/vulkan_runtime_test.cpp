@@ -14,7 +14,7 @@ namespace kiln {
 namespace {
 
 // Before any Vulkan instance exists (gtest_main owns main()).
-const bool kValidationRequested = [] { return setenv("KILN_VULKAN_VALIDATION", "1", 1) == 0; }();
+const bool kValidationRequested = [] { return setenv("KILN_VULKAN_VALIDATION", "1", 0) == 0; }();
 
 constexpr size_t kMiB = size_t(1) << 20;
 

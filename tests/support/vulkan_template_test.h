@@ -15,7 +15,7 @@
 
 namespace kiln::testing {
 
-inline const bool kVulkanValidationRequested = [] { return setenv("KILN_VULKAN_VALIDATION", "1", 1) == 0; }();
+inline const bool kVulkanValidationRequested = [] { return setenv("KILN_VULKAN_VALIDATION", "1", 0) == 0; }();
 
 // Base for fixtures of template tests (Base: ::testing::Test or a TestWithParam). Subclasses call
 // SetUp() first and return when IsSkipped(); their TearDown() releases their KernelRunners first,

@@ -10,7 +10,7 @@
 
 namespace {
 
-const int kValidationOn = setenv("KILN_VULKAN_VALIDATION", "1", 1);
+const int kValidationOn = setenv("KILN_VULKAN_VALIDATION", "1", 0);
 
 class ValidationMessagesFail : public ::testing::Environment {
  public:
