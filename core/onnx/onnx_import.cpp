@@ -143,6 +143,23 @@ struct Importer {
     }
   }
 
+  // A value or shape given for a name that is not one of the model's inputs is a typo: refuse it
+  // with the names the model has, instead of ignoring it.
+  void check_given_inputs(const kiln_onnx::GraphProto& graph, const std::set<std::string>& initializers) {
+    std::set<std::string> names;
+    std::string listed;
+    for (const auto& vi : graph.input())
+      if (!initializers.count(vi.name()) && names.insert(vi.name()).second)
+        listed += (listed.empty() ? "'" : ", '") + vi.name() + "'";
+    auto check = [&](const std::string& name, const char* what) {
+      if (!names.count(name))
+        throw Error("onnx import: " + std::string(what) + " given for '" + name + "', which is not an input of '" +
+                    path + "'; its inputs are " + (listed.empty() ? "none" : listed));
+    };
+    for (const auto& [name, value] : options.input_values) check(name, "a value");
+    for (const auto& [name, shape] : options.input_shapes) check(name, "a shape");
+  }
+
   ImportedModel run() {
     ImportedModel result;
     result.opset = opset;
@@ -156,6 +173,7 @@ struct Importer {
 
     std::set<std::string> initializer_names;
     for (const auto& init : graph.initializer()) initializer_names.insert(init.name());
+    check_given_inputs(graph, initializer_names);
     for (const auto& vi : graph.input()) {
       if (initializer_names.count(vi.name()) || fixed.count(vi.name())) continue;
       ctx.real_inputs.insert(vi.name());

@@ -72,6 +72,20 @@ TEST_P(RunTimeInputs, SymbolicDimsTakeAnySizeButStaticDimsAndSharedSymbolsAreChe
             std::vector<float>(6, 3.0f));
 }
 
+// A value or shape for a name the model does not have (kiln run --input nosuch=x.pb) is refused
+// with the model's input names, not ignored.
+TEST(RunTimeInputNames, AValueOrShapeForAnUnknownInputNamesTheModelsInputs) {
+  const std::string path = relu_model("input_names", {0, 3}, {"batch"});
+  ImportOptions values;
+  values.input_values["nosuch"] = Literal{DType::F32, {2, 3}, std::vector<uint8_t>(24)};
+  expect_error([&] { import_onnx(path, values); }, {"a value given for 'nosuch'", "its inputs are 'x'"});
+  ImportOptions shapes;
+  shapes.input_shapes["X"] = {2, 3};
+  expect_error([&] { import_onnx(path, shapes); }, {"a shape given for 'X'", "'x'"});
+  shapes.input_shapes = {{"x", {2, 3}}};
+  EXPECT_EQ(import_onnx(path, shapes).inputs.at(0).name, "x");
+}
+
 INSTANTIATE_TEST_SUITE_P(EagerAndCompiled, RunTimeInputs, ::testing::Bool(),
                          [](const auto& info) { return info.param ? "compiled" : "eager"; });
 
