@@ -54,17 +54,8 @@ bool has_layer(const char* name) {
   return false;
 }
 
-bool has_instance_extension(const char* name) {
-  uint32_t count = 0;
-  if (vkEnumerateInstanceExtensionProperties(nullptr, &count, nullptr) != VK_SUCCESS) return false;
-  std::vector<VkExtensionProperties> exts(count);
-  vkEnumerateInstanceExtensionProperties(nullptr, &count, exts.data());
-  for (const auto& e : exts)
-    if (std::strcmp(e.extensionName, name) == 0) return true;
-  return false;
-}
-
-bool has_layer_extension(const char* layer, const char* name) {
+// An instance extension of the loader and drivers, or (with `layer`) one that layer provides.
+bool has_instance_extension(const char* name, const char* layer = nullptr) {
   uint32_t count = 0;
   if (vkEnumerateInstanceExtensionProperties(layer, &count, nullptr) != VK_SUCCESS) return false;
   std::vector<VkExtensionProperties> exts(count);
@@ -245,7 +236,7 @@ Instance::Instance(bool validation) {
   features.enabledValidationFeatureCount = 1;
   features.pEnabledValidationFeatures = &sync_checks;
   if (validation && sync_validation_requested()) {
-    if (!has_layer_extension(kValidationLayer, VK_EXT_VALIDATION_FEATURES_EXTENSION_NAME))
+    if (!has_instance_extension(VK_EXT_VALIDATION_FEATURES_EXTENSION_NAME, kValidationLayer))
       throw Error(std::string("vulkan: KILN_VULKAN_VALIDATION=sync, but ") + kValidationLayer +
                   " lacks " + VK_EXT_VALIDATION_FEATURES_EXTENSION_NAME);
     extensions.push_back(VK_EXT_VALIDATION_FEATURES_EXTENSION_NAME);

@@ -504,9 +504,9 @@ class Parser {
       expect(')', "to close symbols(...)");
     }
   }
-  // Dims were read before the symbols clause; read them again with the hints (printed text
-  // always parses, so this cannot fail). The hint must then evaluate: `s0 % s1` with s1's hint 0
-  // would fail in every later pass and in the printer.
+  // Dims were read before the symbols clause; read them again with the hints (their printed
+  // text always parses). The hint must then evaluate: `s0 % s1` with s1's hint 0 would fail in
+  // every later pass and in the printer, so it is refused here.
   SymInt rehint(const SymInt& d) {
     if (d.is_static()) return d;
     SymInt with_hints = hints_.empty() ? d : parse_symint(d.str(), hints_);
