@@ -16,6 +16,17 @@ namespace {
 
 thread_local bool t_grad_enabled = true;
 
+// Moves out the nodes that only `node`'s inputs keep alive, so releasing the inputs releases no
+// node; the caller releases those nodes one at a time.
+void take_sole_inputs(AutogradNode& node, std::vector<std::shared_ptr<AutogradNode>>& out) {
+  for (Tensor& t : node.inputs) {
+    const std::shared_ptr<TensorImpl>& impl = t.impl_ptr();
+    if (impl && impl.use_count() == 1 && impl->grad_fn && impl->grad_fn.use_count() == 1)
+      out.push_back(std::move(impl->grad_fn));
+  }
+  node.inputs.clear();
+}
+
 Tensor saved_tensor(const TensorType& type, const std::shared_ptr<Buffer>& buffer, Device device) {
   auto impl = std::make_shared<TensorImpl>();
   impl->type = type;
@@ -214,6 +225,16 @@ void check_differentiable(const Tensor& t, const char* what, const Loc& loc) {
 }
 
 }  // namespace
+
+AutogradNode::~AutogradNode() {
+  std::vector<std::shared_ptr<AutogradNode>> pending;
+  take_sole_inputs(*this, pending);
+  while (!pending.empty()) {
+    std::shared_ptr<AutogradNode> node = std::move(pending.back());
+    pending.pop_back();
+    take_sole_inputs(*node, pending);
+  }  // each node dies here with no inputs left, so its own destructor does not recurse
+}
 
 bool grad_mode_enabled() { return t_grad_enabled; }
 

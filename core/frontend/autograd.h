@@ -19,6 +19,9 @@ namespace kiln {
 // One recorded op: what its backward needs. Its outputs' data is kept as buffers, not tensors,
 // so a tensor and the node that made it do not own each other.
 struct AutogradNode {
+  // Releases the chain of nodes behind this one with a loop: the default destructor would release
+  // each input's node from inside its reader's, as deep as the recorded chain.
+  ~AutogradNode();
   // A compiled function's call records one node: `graph` (the function as traced at this call's
   // sizes) maps the inputs to the outputs, and `kind` is unused.
   std::shared_ptr<const Graph> graph;
