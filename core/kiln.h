@@ -4,7 +4,7 @@
 #include "core/frontend/autograd.h"
 #include "core/frontend/compile.h"
 #include "core/frontend/control_flow.h"
-#include "core/frontend/device.h"
+#include "backends/device.h"
 #include "core/frontend/factories.h"
 #include "core/frontend/losses.h"
 #include "core/frontend/optim.h"

@@ -7,6 +7,7 @@
 
 #include "core/autodiff/reverse.h"
 #include "core/frontend/dispatch.h"
+#include "core/frontend/run_program.h"
 #include "core/frontend/tracer.h"
 #include "core/ir/text.h"
 #include "core/runtime/compile_graph.h"
@@ -143,7 +144,7 @@ std::vector<Tensor> run_gradient_graph(Graph& graph, const std::vector<Tensor>& 
     it = programs.emplace(key, compile_graph(graph, device).program).first;
   }
   NoGradGuard no_grad;
-  return it->second->run(inputs);
+  return run_program(*it->second, inputs);
 }
 
 // Gradients of the roots (seeded) with respect to `wrt`, or to every leaf reached that requires

@@ -16,6 +16,7 @@
 #include "core/frontend/guards.h"
 #include "core/frontend/lazy.h"
 #include "core/frontend/nn/module.h"
+#include "core/frontend/run_program.h"
 #include "core/frontend/scope.h"
 #include "core/frontend/tracer.h"
 #include "core/ir/text.h"
@@ -168,8 +169,8 @@ struct Engine::State {
   std::vector<std::vector<bool>> choose_symbolic(std::span<const ArgView> args,
                                                  std::string* reason);
   std::vector<Tensor> run_lazy(Entry& entry, EagerFn eager);
-  std::vector<Tensor> run_program(Entry& entry, std::span<const ArgView> args,
-                                  const std::vector<ModuleTensors>& modules, TraceFn trace);
+  std::vector<Tensor> run_entry(Entry& entry, std::span<const ArgView> args,
+                                const std::vector<ModuleTensors>& modules, TraceFn trace);
   BackwardPlan& backward_plan(Entry& entry, std::span<const ArgView> args, TraceFn trace,
                               const std::vector<Tensor>& inputs, const std::string& key);
   std::shared_ptr<const Graph> fixed_size_graph(BackwardPlan& plan, Entry& entry, std::span<const ArgView> args,
@@ -180,7 +181,7 @@ struct Engine::State {
 // a differentiable call records one node for the whole call instead.
 std::vector<Tensor> run_unrecorded(DeviceProgram& program, const std::vector<Tensor>& inputs) {
   NoGradGuard no_grad;
-  return program.run(inputs);
+  return kiln::run_program(program, inputs);
 }
 
 // Applies a training step's writes to the tensors bound to its inputs; returns its own outputs.
@@ -198,8 +199,8 @@ std::vector<Tensor> write_back(const Entry& entry, const std::vector<Tensor>& in
   return std::vector<Tensor>(all.begin(), all.begin() + long(entry.outputs));
 }
 
-std::vector<Tensor> Engine::State::run_program(Entry& entry, std::span<const ArgView> args,
-                                               const std::vector<ModuleTensors>& modules, TraceFn trace) {
+std::vector<Tensor> Engine::State::run_entry(Entry& entry, std::span<const ArgView> args,
+                                             const std::vector<ModuleTensors>& modules, TraceFn trace) {
   const std::vector<Tensor> inputs = entry.guards.program_inputs(args, modules);
   if (!entry.writes.empty()) {  // a training step: its outputs are final, its updates written back
     std::vector<Tensor> all = run_unrecorded(*entry.program, inputs);
@@ -327,7 +328,7 @@ std::vector<Tensor> Engine::call(std::span<const ArgView> args, TraceFn trace, E
     }
     ++s.stats.cache_hits;
     if (!entry.program) return s.run_lazy(entry, eager);  // differentiable ops run eagerly there
-    return s.run_program(entry, args, modules, trace);
+    return s.run_entry(entry, args, modules, trace);
   }
 
   std::string reason = misses.empty() ? "" : misses.front();
@@ -637,7 +638,7 @@ std::vector<Tensor> Engine::State::compile_and_run(std::span<const ArgView> args
   std::vector<Tensor> inputs = stored.guards.program_inputs(args, modules);
   if (debug_dir.empty()) {
     stored.traced = std::make_unique<Trace>(std::move(*traced));
-    return run_program(stored, args, modules, trace);
+    return run_entry(stored, args, modules, trace);
   }
   // The bundle records this first run, profiled. It is written when the run fails too (a checked
   // mode error), since that is when it is wanted.
@@ -646,7 +647,8 @@ std::vector<Tensor> Engine::State::compile_and_run(std::span<const ArgView> args
   std::vector<Tensor> results;
   try {
     NoGradGuard no_grad;
-    results = planned ? planned->run_profiled(inputs, timings) : stored.program->run(inputs);
+    results = planned ? tensors_of(planned->run_profiled(device_tensors(inputs), timings))
+                      : run_program(*stored.program, inputs);
   } catch (const Error&) {
     write_bundle(stored.program.get(), {});
     throw;
@@ -655,7 +657,7 @@ std::vector<Tensor> Engine::State::compile_and_run(std::span<const ArgView> args
   stored.traced = std::make_unique<Trace>(std::move(*traced));
   stats.program = stored.program->stats();
   if (!stored.writes.empty()) return write_back(stored, inputs, results);
-  if (!grad_inputs_key(inputs).empty()) return run_program(stored, args, modules, trace);  // differentiable
+  if (!grad_inputs_key(inputs).empty()) return run_entry(stored, args, modules, trace);  // differentiable
   return results;
 }
 

@@ -7,7 +7,7 @@
 #include "core/frontend/lazy.h"
 #include "core/frontend/scope.h"
 #include "core/frontend/tracer.h"
-#include "core/runtime/checked.h"
+#include "core/runtime/execute_op.h"
 
 namespace kiln {
 namespace {
@@ -18,55 +18,6 @@ Tracer* tracer_of(const std::vector<Tensor>& inputs) {
   for (const Tensor& t : inputs)
     if (t.is_traced()) return t.impl().tracer;
   return nullptr;
-}
-
-std::vector<Tensor> run_eager(OpKind kind, const std::vector<Tensor>& inputs, const AttrMap& attrs,
-                              const std::vector<TensorType>& in_types,
-                              const std::vector<TensorType>& out_types, const Provenance& where) {
-  Device device = inputs.empty() ? Device::cpu() : inputs[0].device();
-  for (const Tensor& t : inputs)
-    if (t.device() != device)
-      throw Error(op_error(kind, in_types, where,
-                           "inputs are on different devices (" + device.name() + " and " +
-                               t.device().name() + "); move them with .to(device)"));
-  Backend& backend = device.backend();
-  for (const TensorType& t : in_types)
-    if (!backend.supports(kind, t.dtype))
-      throw Error(op_error(kind, in_types, where,
-                           "not supported on device " + device.name() + " (" + backend.name() +
-                               ") for dtype " + std::string(dtype_name(t.dtype))));
-
-  std::vector<Tensor> outputs;
-  // A reshape of contiguous memory is the same bytes: share them instead of copying.
-  if (kind == OpKind::Reshape) {
-    auto impl = std::make_shared<TensorImpl>(inputs[0].impl());
-    impl->type = out_types[0];
-    impl->requires_grad = false;  // the view's own history is recorded by record_for_autograd
-    impl->grad_fn = nullptr;
-    impl->grad = nullptr;
-    outputs.emplace_back(std::move(impl));
-    return outputs;
-  }
-
-  std::vector<BufferView> in_views, out_views;
-  for (size_t i = 0; i < inputs.size(); ++i)
-    in_views.push_back({inputs[i].impl().buffer.get(), in_types[i].dtype,
-                        static_dims(in_types[i].shape)});
-  for (const TensorType& t : out_types) {
-    auto impl = std::make_shared<TensorImpl>();
-    impl->type = t;
-    impl->device = device;
-    size_t bytes = size_t(numel(t.shape).value()) * dtype_size(t.dtype);
-    impl->buffer = backend.alloc(bytes);
-    out_views.push_back({impl->buffer.get(), t.dtype, static_dims(t.shape)});
-    outputs.emplace_back(std::move(impl));
-  }
-  try {
-    backend.execute(OpRun{kind, attrs, in_views, out_views});
-  } catch (const Error& e) {
-    throw Error(op_error(kind, in_types, where, e.what()));
-  }
-  return outputs;
 }
 
 }  // namespace
@@ -80,13 +31,13 @@ std::vector<Tensor> run_op(OpKind kind, const std::vector<Tensor>& inputs, const
 
 std::vector<Tensor> run_op_at(OpKind kind, const std::vector<Tensor>& inputs, const AttrMap& attrs,
                               const Provenance& where) {
-  std::vector<TensorType> in_types;
-  for (size_t i = 0; i < inputs.size(); ++i) {
-    if (!inputs[i].defined())
-      throw Error(op_error(kind, in_types, where,
+  for (size_t i = 0; i < inputs.size(); ++i)
+    if (!inputs[i].defined()) {
+      std::vector<TensorType> before;
+      for (size_t j = 0; j < i; ++j) before.push_back(inputs[j].type());
+      throw Error(op_error(kind, before, where,
                            "input " + std::to_string(i) + " is an undefined (empty) Tensor"));
-    in_types.push_back(inputs[i].type());
-  }
+    }
   if (Tracer* tracer = tracer_of(inputs)) return tracer->record(kind, inputs, attrs, where);
   // Inside a compiled function every op is traced, eager operands captured: an op on parameters
   // or optimizer state alone must read their values at each call, not once at trace time.
@@ -100,11 +51,8 @@ std::vector<Tensor> run_op_at(OpKind kind, const std::vector<Tensor>& inputs, co
       if (!differentiable || !grad_mode_enabled()) return lazy->record(kind, inputs, attrs, where);
       flush_lazy();
     }
-  AttrMap full;  // attributes with defaults, completed once for the rule and the backend
-  std::vector<TensorType> out_types = infer_types(kind, in_types, attrs, where, &full);
-  auto eager = [&] { return run_eager(kind, inputs, full, in_types, out_types, where); };
-  std::vector<Tensor> outputs =  // checked mode (core/runtime/checked.h): NaN/Inf, index range
-      checked_mode() ? run_checked(kind, inputs, attrs, where, eager) : eager();
+  AttrMap full;  // attributes with defaults, for autograd's rule
+  std::vector<Tensor> outputs = tensors_of(execute_op(kind, device_tensors(inputs), attrs, where, &full));
   record_for_autograd(kind, full, where, inputs, outputs);
   if (t_observer) t_observer(kind, where, outputs);
   return outputs;
@@ -131,13 +79,7 @@ Tensor scalar_operand(double value, const Tensor& like, const Loc& loc) {
     return tracer.record(OpKind::Constant, {}, {{"value", std::shared_ptr<const Literal>(lit)}},
                          provenance_at(loc))[0];
   }
-  Device device = like.device();
-  auto impl = std::make_shared<TensorImpl>();
-  impl->type = {dtype, {}};
-  impl->device = device;
-  impl->buffer = device.backend().alloc(lit->bytes.size());
-  device.backend().upload(*impl->buffer, lit->bytes.data(), lit->bytes.size());
-  return Tensor(std::move(impl));
+  return tensor_of(DeviceTensor::upload({dtype, {}}, lit->bytes.data(), like.device()));
 }
 
 }  // namespace kiln

@@ -1,6 +1,7 @@
 // Lazy mode: recorded segments between graph breaks, compiled once per structure.
 #include "core/frontend/lazy.h"
 
+#include "core/frontend/run_program.h"
 #include "core/ir/text.h"
 #include "core/passes/pass.h"
 #include "core/runtime/compile_graph.h"
@@ -92,7 +93,7 @@ void LazySegments::flush() {
   }
   std::vector<Tensor> args;
   for (const auto& [value, tensor] : tracer->captured()) args.push_back(tensor);
-  std::vector<Tensor> outputs = program->run(args);
+  std::vector<Tensor> outputs = run_program(*program, args);
   ++stats_.segment_runs;
   last_program_ = &program->stats();
   for (size_t i = 0; i < live.size(); ++i) {

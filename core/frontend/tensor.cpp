@@ -44,10 +44,7 @@ void Tensor::read_into(void* dst, DType dst_dtype, const Loc& loc) const {
                          "cannot hold",
                      loc);
   }
-  size_t n = size_t(numel());
-  std::vector<uint8_t> bytes(n * dtype_size(i.type.dtype));
-  i.device.backend().download(*i.buffer, bytes.data(), bytes.size());
-  convert_elements(bytes.data(), i.type.dtype, dst, dst_dtype, n);
+  i.read_elements(dst, dst_dtype);
 }
 
 Tensor Tensor::to(Device device, Loc loc) const {
@@ -57,15 +54,7 @@ Tensor Tensor::to(Device device, Loc loc) const {
   if (i.value)
     throw Error("moving a traced tensor to " + device.name() + " at " + short_location(loc) +
                 " is not supported inside a compiled function");
-  size_t bytes = size_t(numel()) * dtype_size(i.type.dtype);
-  std::vector<uint8_t> host(bytes);
-  if (bytes) i.device.backend().download(*i.buffer, host.data(), bytes);
-  auto impl = std::make_shared<TensorImpl>();
-  impl->type = i.type;
-  impl->device = device;
-  impl->buffer = device.backend().alloc(bytes);
-  if (bytes) device.backend().upload(*impl->buffer, host.data(), bytes);
-  return Tensor(std::move(impl));
+  return tensor_of(i.copy_to(device));
 }
 
 Tensor Tensor::to(DType dtype, Loc loc) const {
@@ -98,5 +87,21 @@ KILN_SCALAR_OPERATORS(/, OpKind::Div)
 #undef KILN_SCALAR_OPERATORS
 
 Tensor operator-(TensorArg a) { return run_op1(OpKind::Neg, {a.tensor}, {}, a.loc); }
+
+std::vector<DeviceTensor> device_tensors(const std::vector<Tensor>& tensors) {
+  std::vector<DeviceTensor> out;
+  out.reserve(tensors.size());
+  for (const Tensor& t : tensors) out.push_back(t.defined() ? DeviceTensor(t.impl()) : DeviceTensor{});
+  return out;
+}
+
+Tensor tensor_of(DeviceTensor data) { return Tensor(std::make_shared<TensorImpl>(std::move(data))); }
+
+std::vector<Tensor> tensors_of(std::vector<DeviceTensor> data) {
+  std::vector<Tensor> out;
+  out.reserve(data.size());
+  for (DeviceTensor& d : data) out.push_back(tensor_of(std::move(d)));
+  return out;
+}
 
 }  // namespace kiln

@@ -9,9 +9,8 @@
 #include <type_traits>
 #include <vector>
 
-#include "backends/backend.h"
-#include "core/frontend/device.h"
 #include "core/ir/shape.h"
+#include "core/runtime/device_tensor.h"
 #include "core/support/error.h"
 
 namespace kiln {
@@ -33,10 +32,11 @@ class Dims {
   Shape dims_;
 };
 
-struct TensorImpl {
-  TensorType type;
-  Device device;
-  std::shared_ptr<Buffer> buffer;  // eager: device memory, shared with reshaped views
+// An eager tensor's data is its DeviceTensor part; a traced one leaves the buffer empty.
+struct TensorImpl : DeviceTensor {
+  TensorImpl() = default;
+  explicit TensorImpl(DeviceTensor data) : DeviceTensor(std::move(data)) {}
+
   Value* value = nullptr;          // traced: the graph value this tensor stands for
   Tracer* tracer = nullptr;
   // Eager autograd (core/frontend/autograd.h): a leaf the user marked, or the output of an op
@@ -135,5 +135,11 @@ Tensor operator-(double a, TensorArg b);
 Tensor operator*(double a, TensorArg b);
 Tensor operator/(double a, TensorArg b);
 Tensor operator-(TensorArg a);
+
+// Crossing into the runtime (core/runtime takes DeviceTensors): the data of eager tensors (an
+// undefined Tensor gives an empty DeviceTensor), and runtime results as tensors without history.
+std::vector<DeviceTensor> device_tensors(const std::vector<Tensor>& tensors);
+Tensor tensor_of(DeviceTensor data);
+std::vector<Tensor> tensors_of(std::vector<DeviceTensor> data);
 
 }  // namespace kiln

@@ -18,7 +18,7 @@
 #include <string>
 #include <vector>
 
-#include "core/frontend/device.h"
+#include "backends/device.h"
 #include "core/frontend/tensor.h"
 #include "core/ir/attr.h"
 #include "core/ir/graph.h"

@@ -5,10 +5,11 @@
 #include <set>
 
 #include "core/frontend/factories.h"
+#include "core/frontend/interpreter.h"
+#include "core/frontend/run_program.h"
 #include "core/onnx/import_context.h"
 #include "core/onnx/onnx_import.h"
 #include "core/runtime/compile_graph.h"
-#include "core/runtime/interpreter.h"
 
 namespace kiln::onnx {
 
@@ -155,7 +156,7 @@ std::vector<Tensor> CompiledModel::bind(const std::vector<Tensor>& inputs) const
 }
 
 std::vector<Tensor> CompiledModel::run(const std::vector<Tensor>& inputs) {
-  return program_->run(bind(inputs));
+  return run_program(*program_, bind(inputs));
 }
 
 }  // namespace kiln::onnx

@@ -1,11 +1,10 @@
-// fold-constants: a node whose inputs are all constants is run once, now, by the cpu reference
-// kernels (the same eager path the interpreter uses), and becomes a constant holding the result.
+// fold-constants: a node whose inputs are all constants is run once, now, by the evaluator the
+// pipeline hands it (the reference kernels), and becomes a constant holding the result.
 // Its provenance becomes the union of the folded nodes' origins, so the debugger can still point a
 // constant back at every line that computed it.
-#include "core/frontend/dispatch.h"
-#include "core/frontend/factories.h"
 #include "core/passes/graph_edit.h"
 #include "core/passes/passes.h"
+#include "core/support/error.h"
 #include "core/support/log.h"
 
 namespace kiln {
@@ -20,19 +19,10 @@ bool has_symbolic_attr(const AttrMap& attrs) {
   return false;
 }
 
-std::shared_ptr<const Literal> literal_from(const Tensor& t) {
-  auto lit = std::make_shared<Literal>();
-  lit->dtype = t.dtype();
-  lit->shape = t.sizes();
-  lit->bytes.resize(size_t(t.numel()) * dtype_size(t.dtype()));
-  if (!lit->bytes.empty())
-    t.device().backend().download(*t.impl().buffer, lit->bytes.data(), lit->bytes.size());
-  return lit;
-}
-
 class ConstantFolder {
  public:
-  ConstantFolder(Graph& graph, int64_t max_elements) : graph_(graph), max_elements_(max_elements) {}
+  ConstantFolder(Graph& graph, const ConstantEvaluator& evaluate, int64_t max_elements)
+      : graph_(graph), evaluate_(evaluate), max_elements_(max_elements) {}
 
   PassStats run() {
     bool appended = false;
@@ -85,15 +75,11 @@ class ConstantFolder {
   // so the same error surfaces when the graph runs, with its provenance.
   bool evaluate(const Node& n, std::vector<std::shared_ptr<const Literal>>* results) {
     try {
-      std::vector<Tensor> args;
-      for (const Value* in : n.inputs) {
-        const Literal& lit = *literal_of(in);
-        args.push_back(from_bytes(lit.bytes.data(), lit.dtype, lit.shape, Device::ref()));
-      }
-      for (const Tensor& t : run_op_at(n.kind, args, n.attrs, n.provenance))
-        results->push_back(literal_from(t));
+      std::vector<const Literal*> args;
+      for (const Value* in : n.inputs) args.push_back(literal_of(in));
+      *results = evaluate_(n, args);
     } catch (const Error& e) {
-      log::debug(std::string("fold-constants: not folding, the cpu reference failed: ") + e.what());
+      log::debug(std::string("fold-constants: not folding, the evaluator failed: ") + e.what());
       ++failed_;
       return false;
     }
@@ -110,17 +96,20 @@ class ConstantFolder {
   }
 
   Graph& graph_;
+  const ConstantEvaluator& evaluate_;
   int64_t max_elements_;
   int64_t folded_ = 0, too_large_ = 0, failed_ = 0;
 };
 
 }  // namespace
 
-Pass fold_constants_pass(int64_t max_elements) {
+Pass fold_constants_pass(ConstantEvaluator evaluate, int64_t max_elements) {
   return {"fold-constants",
           "evaluate nodes whose inputs are all constants (up to " + std::to_string(max_elements) +
               " elements per result) and replace them by constants",
-          [max_elements](Graph& graph) { return ConstantFolder(graph, max_elements).run(); }};
+          [evaluate = std::move(evaluate), max_elements](Graph& graph) {
+            return ConstantFolder(graph, evaluate, max_elements).run();
+          }};
 }
 
 }  // namespace kiln

@@ -34,10 +34,9 @@ struct PipelineOptions {
   bool keep_ir = false;  // keep each pass's output text in the records (for bundles)
 };
 
-// The standard pipeline (see pipeline.cpp for the list; the passes are in passes.h). run_pipeline
-// runs passes in order, verifying the graph after each one; a pass that throws or leaves an invalid
-// graph raises a kiln::Error naming it. Returns one record per pass.
-std::vector<Pass> standard_pipeline();
+// run_pipeline runs passes in order, verifying the graph after each one; a pass that throws or leaves
+// an invalid graph raises a kiln::Error naming it. Returns one record per pass. The standard list
+// is core/runtime/standard_passes.h; the passes are in passes.h.
 // options.dump_dir, else $KILN_DUMP_IR, else "" (no dump).
 std::string dump_directory(const PipelineOptions& options);
 std::vector<PassRecord> run_pipeline(Graph& graph, const std::vector<Pass>& passes,

@@ -1,9 +1,11 @@
-// The standard cleanup passes, each made by one factory; pipeline.cpp lists them in order.
+// The standard cleanup passes, each made by one factory; core/runtime/standard_passes.cpp lists
+// them in order.
 #pragma once
 
 #include <cstdint>
+#include <functional>
+#include <memory>
 #include <string>
-#include <string_view>
 #include <vector>
 
 #include "core/passes/pass.h"
@@ -12,9 +14,13 @@ namespace kiln {
 
 // "infer-shapes": recomputes every node's output types with the op's shape rule.
 Pass infer_shapes_pass();
-// "fold-constants": evaluates nodes whose inputs are all constants on the cpu reference and
-// replaces them by constants, when every output has at most max_elements elements.
-Pass fold_constants_pass(int64_t max_elements = 65536);
+// Runs one node on constant inputs (its attributes already static) and returns its results;
+// throws kiln::Error when it cannot (a kernel that fails, an op it lacks).
+using ConstantEvaluator = std::function<std::vector<std::shared_ptr<const Literal>>(
+    const Node& node, const std::vector<const Literal*>& inputs)>;
+// "fold-constants": evaluates nodes whose inputs are all constants with `evaluate` and replaces
+// them by constants, when every output has at most max_elements elements.
+Pass fold_constants_pass(ConstantEvaluator evaluate, int64_t max_elements = 65536);
 // "cse": merges nodes with the same op, attributes and inputs into the first of them.
 Pass cse_pass();
 // "simplify": algebraic identities (x+0, x*1, neg(neg(x)), reshape/permute chains, ...).
@@ -24,12 +30,5 @@ Pass simplify_pass();
 Pass raise_patterns_pass();
 // "dce": removes nodes whose results nobody reads.
 Pass dce_pass();
-
-// Every pass kiln knows, for lookup by name (tests, tools, KILN_PASSES-style overrides).
-std::vector<Pass> registered_passes();
-// The pass with this name; throws kiln::Error listing the known names.
-Pass find_pass(std::string_view name);
-// "fold-constants,cse,dce" -> those passes in that order.
-std::vector<Pass> parse_pass_list(std::string_view names);
 
 }  // namespace kiln

@@ -1,12 +1,11 @@
-// The standard pass pipeline, as one readable list, and the runner that verifies and dumps the
-// graph after every pass.
+// The pass runner: verifies and dumps the graph after every pass. The standard list of passes is
+// core/runtime/standard_passes.cpp.
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
 
-#include "core/autodiff/reverse.h"
 #include "core/ir/text.h"
 #include "core/ir/verifier.h"
 #include "core/passes/pass.h"
@@ -15,48 +14,6 @@
 #include "core/support/log.h"
 
 namespace kiln {
-
-std::vector<Pass> standard_pipeline() {
-  return {
-      infer_shapes_pass(),    // types first: every later pass trusts them
-      fold_constants_pass(),  // constant subgraphs become literals the next passes can match
-      simplify_pass(),        // x*1, neg(neg(x)), view chains: exposes more duplicates to cse
-      cse_pass(),             // merge duplicates into their first occurrence
-      raise_patterns_pass(),  // decomposed layer norms and softmaxes become one op each
-      dce_pass(),             // delete what simplify, cse and raise-patterns left unread
-      // compile_graph (core/runtime/compile_graph.cpp) goes on from here for a device: fusion,
-      // lowering, emission, backend compile and memory planning.
-  };
-}
-
-std::vector<Pass> registered_passes() {
-  return {infer_shapes_pass(), fold_constants_pass(), simplify_pass(), cse_pass(), raise_patterns_pass(),
-          dce_pass(), autodiff_pass()};
-}
-
-Pass find_pass(std::string_view name) {
-  std::string known;
-  for (Pass& p : registered_passes()) {
-    if (p.name == name) return std::move(p);
-    known += (known.empty() ? "" : ", ") + p.name;
-  }
-  throw Error("unknown pass '" + std::string(name) + "'; known passes: " + known);
-}
-
-std::vector<Pass> parse_pass_list(std::string_view names) {
-  std::vector<Pass> out;
-  size_t start = 0;
-  while (start <= names.size()) {
-    size_t comma = names.find(',', start);
-    std::string_view item = names.substr(start, comma == std::string_view::npos ? comma : comma - start);
-    while (!item.empty() && item.front() == ' ') item.remove_prefix(1);
-    while (!item.empty() && item.back() == ' ') item.remove_suffix(1);
-    if (!item.empty()) out.push_back(find_pass(item));
-    if (comma == std::string_view::npos) break;
-    start = comma + 1;
-  }
-  return out;
-}
 
 namespace {
 

@@ -9,8 +9,9 @@
 #include <sstream>
 #include <unordered_map>
 
-#include "core/frontend/dispatch.h"
-#include "core/runtime/kernel_replay.h"
+#include "core/runtime/execute_op.h"
+#include "core/runtime/symbol_bindings.h"
+#include "core/support/error.h"
 
 namespace kiln {
 namespace {
@@ -31,7 +32,7 @@ struct Comparison {
 };
 
 // Compares device outputs with the reference's, output by output; `names` label them in `worst`.
-Comparison compare_outputs(const std::vector<Tensor>& got, const std::vector<Tensor>& want,
+Comparison compare_outputs(const std::vector<DeviceTensor>& got, const std::vector<DeviceTensor>& want,
                            const std::vector<std::string>& names, double rtol, double atol) {
   Comparison c;
   double worst_excess = -1;
@@ -39,11 +40,11 @@ Comparison compare_outputs(const std::vector<Tensor>& got, const std::vector<Ten
     if (got[o].sizes() != want[o].sizes()) {
       c.within = false;
       c.max_abs = c.max_rel = INFINITY;
-      c.worst = names[o] + " has shape " + got[o].type().str() + ", the reference " + want[o].type().str();
+      c.worst = names[o] + " has shape " + got[o].type.str() + ", the reference " + want[o].type.str();
       c.worst_output = int(o);
       return c;
     }
-    std::vector<double> g = got[o].to_vector<double>(), w = want[o].to_vector<double>();
+    std::vector<double> g = got[o].to_host<double>(), w = want[o].to_host<double>();
     for (size_t i = 0; i < w.size(); ++i) {
       if (std::isnan(g[i]) && std::isnan(w[i])) continue;
       if (g[i] == w[i]) continue;  // equal infinities too
@@ -67,7 +68,7 @@ Comparison compare_outputs(const std::vector<Tensor>& got, const std::vector<Ten
   return c;
 }
 
-void compare(const std::vector<Tensor>& got, const std::vector<Tensor>& want, double rtol,
+void compare(const std::vector<DeviceTensor>& got, const std::vector<DeviceTensor>& want, double rtol,
              double atol, NodeAccuracy& row) {
   std::vector<std::string> names;
   for (size_t o = 0; o < want.size(); ++o) names.push_back("output " + std::to_string(o));
@@ -99,7 +100,7 @@ std::string AccuracyReport::str() const {
   return s.str();
 }
 
-AccuracyReport check_accuracy(const Graph& graph, const std::vector<Tensor>& inputs, Device device,
+AccuracyReport check_accuracy(const Graph& graph, const std::vector<DeviceTensor>& inputs, Device device,
                               double rtol, double atol, const AccuracyTap& tap) {
   if (inputs.size() != graph.inputs().size())
     throw Error("check_accuracy: the graph has " + std::to_string(graph.inputs().size()) +
@@ -108,28 +109,28 @@ AccuracyReport check_accuracy(const Graph& graph, const std::vector<Tensor>& inp
   report.device = device.name();
   report.rtol = rtol;
   report.atol = atol;
-  std::unordered_map<const Value*, Tensor> reference;  // every value, computed on cpu
+  std::unordered_map<const Value*, DeviceTensor> reference;  // every value, computed on cpu
   for (size_t i = 0; i < inputs.size(); ++i) {
     const Value* v = graph.inputs()[i];
-    if (inputs[i].dtype() != v->type.dtype || inputs[i].dim() != int64_t(v->type.rank()))
+    if (inputs[i].type.dtype != v->type.dtype || inputs[i].type.rank() != v->type.rank())
       throw Error("check_accuracy: input " + std::to_string(i) + " ('" + v->name +
-                  "') should be " + v->type.str() + ", got " + inputs[i].type().str());
-    reference[v] = inputs[i].to(Device::ref());
+                  "') should be " + v->type.str() + ", got " + inputs[i].type.str());
+    reference[v] = inputs[i].copy_to(Device::ref());
   }
-  const std::map<std::string, int64_t> bindings = bind_symbols(graph, inputs);
+  const SymbolBindings bindings = bind_graph_inputs(graph, types_of(inputs));
   for (const Node* node : graph.nodes()) {
-    std::vector<Tensor> cpu_args, dev_args;
+    std::vector<DeviceTensor> cpu_args, dev_args;
     for (const Value* v : node->inputs) {
       cpu_args.push_back(reference.at(v));
-      dev_args.push_back(cpu_args.back().to(device));
+      dev_args.push_back(cpu_args.back().copy_to(device));
     }
     AttrMap attrs = concrete_attrs(node->attrs, bindings);
-    std::vector<Tensor> want = run_op_at(node->kind, cpu_args, attrs, node->provenance);
+    std::vector<DeviceTensor> want = execute_op(node->kind, cpu_args, attrs, node->provenance);
     if (cpu_args.empty())  // a constant is made on the default device
-      for (Tensor& t : want) t = t.to(Device::ref());
+      for (DeviceTensor& t : want) t = t.copy_to(Device::ref());
     // Ops without inputs (constants) make their value on the host; only computed ones are compared.
-    std::vector<Tensor> got =
-        dev_args.empty() ? want : run_op_at(node->kind, dev_args, attrs, node->provenance);
+    std::vector<DeviceTensor> got =
+        dev_args.empty() ? want : execute_op(node->kind, dev_args, attrs, node->provenance);
     if (tap) tap(*node, got);
     NodeAccuracy row;
     row.node_id = node->id;
@@ -195,7 +196,7 @@ std::string KernelAccuracyReport::str() const {
   return s.str();
 }
 
-KernelAccuracyReport check_kernel_accuracy(const Graph& graph, const std::vector<Tensor>& inputs,
+KernelAccuracyReport check_kernel_accuracy(const Graph& graph, const std::vector<DeviceTensor>& inputs,
                                            Device device, double rtol, double atol,
                                            const KernelAccuracyTap& tap) {
   if (!device.backend().codegen())
@@ -207,7 +208,7 @@ KernelAccuracyReport check_kernel_accuracy(const Graph& graph, const std::vector
 }
 
 KernelAccuracyReport check_kernel_accuracy(PlannedProgram& program, const Graph& graph,
-                                           const std::vector<Tensor>& inputs, double rtol, double atol,
+                                           const std::vector<DeviceTensor>& inputs, double rtol, double atol,
                                            const KernelAccuracyTap& tap) {
   if (inputs.size() != graph.inputs().size())
     throw Error("check_kernel_accuracy: the graph has " + std::to_string(graph.inputs().size()) +
@@ -217,34 +218,35 @@ KernelAccuracyReport check_kernel_accuracy(PlannedProgram& program, const Graph&
   report.rtol = rtol;
   report.atol = atol;
   // Every value on the reference (ref), by value id.
-  std::map<int, Tensor> reference;
-  std::vector<Tensor> device_inputs;
+  std::map<int, DeviceTensor> reference;
+  std::vector<DeviceTensor> device_inputs;
   for (size_t i = 0; i < inputs.size(); ++i) {
-    reference[graph.inputs()[i]->id] = inputs[i].to(Device::ref());
-    device_inputs.push_back(inputs[i].to(program.device()));
+    reference[graph.inputs()[i]->id] = inputs[i].copy_to(Device::ref());
+    device_inputs.push_back(inputs[i].copy_to(program.device()));
   }
-  const std::map<std::string, int64_t> bindings = bind_symbols(graph, inputs);
+  const SymbolBindings bindings = bind_graph_inputs(graph, types_of(inputs));
   for (const Node* node : graph.nodes()) {
-    std::vector<Tensor> args;
+    std::vector<DeviceTensor> args;
     for (const Value* v : node->inputs) args.push_back(reference.at(v->id));
-    std::vector<Tensor> outs = run_op_at(node->kind, args, concrete_attrs(node->attrs, bindings), node->provenance);
-    for (size_t i = 0; i < outs.size(); ++i) reference[node->outputs[i]->id] = outs[i].to(Device::ref());
+    std::vector<DeviceTensor> outs =
+        execute_op(node->kind, args, concrete_attrs(node->attrs, bindings), node->provenance);
+    for (size_t i = 0; i < outs.size(); ++i) reference[node->outputs[i]->id] = outs[i].copy_to(Device::ref());
   }
   program.run(device_inputs);  // fixes the shapes run_kernel launches at
   const std::vector<PlannedKernel>& kernels = program.kernels();
   for (size_t k = 0; k < kernels.size(); ++k) {
     const PlannedKernel& pk = kernels[k];
-    std::map<int, Tensor> ins;
+    std::map<int, DeviceTensor> ins;
     for (int id : pk.reads) ins[id] = reference.at(id);
-    std::map<int, Tensor> outs = program.run_kernel(k, ins);
+    std::map<int, DeviceTensor> outs = program.run_kernel(k, ins);
     if (tap) tap(k, pk, outs);
-    std::vector<Tensor> got, want;
+    std::vector<DeviceTensor> got, want;
     std::vector<std::string> names;
     std::vector<int> ids;
     for (const auto& [id, t] : outs) {
       got.push_back(t);
       want.push_back(reference.at(id));
-      names.push_back("%" + std::to_string(id) + " " + want.back().type().str());
+      names.push_back("%" + std::to_string(id) + " " + want.back().type.str());
       ids.push_back(id);
     }
     Comparison c = compare_outputs(got, want, names, rtol, atol);

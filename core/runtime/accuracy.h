@@ -7,9 +7,9 @@
 #include <string>
 #include <vector>
 
-#include "core/frontend/device.h"
-#include "core/frontend/tensor.h"
+#include "backends/device.h"
 #include "core/ir/graph.h"
+#include "core/runtime/device_tensor.h"
 #include "core/runtime/planned_program.h"
 
 namespace kiln {
@@ -37,7 +37,7 @@ struct AccuracyReport {
 
 // Called with each node and the device's outputs before they are compared; tests use it to plant
 // a wrong result. Not for production use.
-using AccuracyTap = std::function<void(const Node&, std::vector<Tensor>& device_outputs)>;
+using AccuracyTap = std::function<void(const Node&, std::vector<DeviceTensor>& device_outputs)>;
 
 // One compiled kernel's outputs, computed on the device from the reference's inputs, against the
 // reference (ref) of the nodes it fuses.
@@ -68,22 +68,22 @@ struct KernelAccuracyReport {
 // Called with each kernel's device outputs (graph value id -> tensor) before they are compared;
 // tests use it to plant a wrong kernel. Not for production use.
 using KernelAccuracyTap =
-    std::function<void(size_t kernel, const PlannedKernel&, std::map<int, Tensor>& device_outputs)>;
+    std::function<void(size_t kernel, const PlannedKernel&, std::map<int, DeviceTensor>& device_outputs)>;
 
 // Per compiled kernel: builds the planned program for `device` (Vulkan or CUDA: the devices that run
 // fused kernels; others raise kiln::Error pointing at check_accuracy), computes every value on the cpu
 // reference, then runs each kernel alone on the device with its inputs taken from the reference.
-KernelAccuracyReport check_kernel_accuracy(const Graph& graph, const std::vector<Tensor>& inputs,
+KernelAccuracyReport check_kernel_accuracy(const Graph& graph, const std::vector<DeviceTensor>& inputs,
                                            Device device, double rtol, double atol,
                                            const KernelAccuracyTap& tap = {});
 // The same for a program already built from `graph` (as kiln::compile's debug bundle does).
 KernelAccuracyReport check_kernel_accuracy(PlannedProgram& program, const Graph& graph,
-                                           const std::vector<Tensor>& inputs, double rtol, double atol,
+                                           const std::vector<DeviceTensor>& inputs, double rtol, double atol,
                                            const KernelAccuracyTap& tap = {});
 
 // `inputs` binds graph.inputs() as in interpret(), on any device. Errors (a node the device cannot
 // run, wrong inputs) are kiln::Errors naming the node's op and source line.
-AccuracyReport check_accuracy(const Graph& graph, const std::vector<Tensor>& inputs, Device device,
+AccuracyReport check_accuracy(const Graph& graph, const std::vector<DeviceTensor>& inputs, Device device,
                               double rtol, double atol, const AccuracyTap& tap = {});
 
 }  // namespace kiln

@@ -1,5 +1,6 @@
 // Checked mode: host-side scans of each eager op's outputs (NaN/Inf) and index inputs (range).
 #include "core/runtime/checked.h"
+#include "core/support/error.h"
 
 #include <atomic>
 #include <cmath>
@@ -20,13 +21,7 @@ std::string origin_text(const Provenance& where) {
   return s;
 }
 
-std::vector<TensorType> types_of(const std::vector<Tensor>& ts) {
-  std::vector<TensorType> out;
-  for (const Tensor& t : ts) out.push_back(t.type());
-  return out;
-}
-
-[[noreturn]] void fail(OpKind kind, const std::vector<Tensor>& inputs, const Provenance& where,
+[[noreturn]] void fail(OpKind kind, const std::vector<DeviceTensor>& inputs, const Provenance& where,
                        const std::string& what) {
   throw Error("checked mode: " + op_error(kind, types_of(inputs), where, what) +
               "\n  first produced by: " + origin_text(where) +
@@ -46,22 +41,22 @@ std::string value_text(double v) {
 }
 
 // Indexing ops: the index input and the dim it selects along.
-void check_indices(OpKind kind, const std::vector<Tensor>& inputs, const AttrMap& attrs,
+void check_indices(OpKind kind, const std::vector<DeviceTensor>& inputs, const AttrMap& attrs,
                    const Provenance& where) {
   if (kind != OpKind::Gather && kind != OpKind::IndexSelect) return;
-  if (inputs.size() < 2 || inputs[0].dim() == 0) return;
+  if (inputs.size() < 2 || inputs[0].type.rank() == 0) return;
   AttrMap full = complete_attrs(kind, attrs, where);
-  int64_t rank = inputs[0].dim();
+  int64_t rank = int64_t(inputs[0].type.rank());
   int64_t dim = full.get_int("dim");
   if (dim < 0) dim += rank;
   if (dim < 0 || dim >= rank) return;  // the shape rule has already rejected this
   const int64_t size = inputs[0].sizes()[size_t(dim)];
-  std::vector<int64_t> idx = inputs[1].to_vector<int64_t>();
+  std::vector<int64_t> idx = inputs[1].to_host<int64_t>();
   for (size_t i = 0; i < idx.size(); ++i) {
     if (idx[i] >= -size && idx[i] < size) continue;
     std::ostringstream why;
     why << "index " << idx[i] << " at position " << i << " of the index tensor "
-        << inputs[1].type().str() << " is out of range for dim " << dim << " of size " << size
+        << inputs[1].type.str() << " is out of range for dim " << dim << " of size " << size
         << " (valid: " << -size << " to " << size - 1 << ")";
     fail(kind, inputs, where, why.str());
   }
@@ -69,30 +64,31 @@ void check_indices(OpKind kind, const std::vector<Tensor>& inputs, const AttrMap
 
 // NaN always raises. ±Inf raises only when this op made it (overflow, x/0, log(0)): an Inf that
 // came in through an input, such as attention's -inf mask, is passed on on purpose.
-void check_outputs(OpKind kind, const std::vector<Tensor>& inputs, const std::vector<Tensor>& outputs,
+void check_outputs(OpKind kind, const std::vector<DeviceTensor>& inputs,
+                   const std::vector<DeviceTensor>& outputs,
                    const Provenance& where) {
   int input_non_finite = -2;  // -2: not scanned yet; -1: none; else the first such input
   auto non_finite_input = [&] {
     if (input_non_finite == -2) {
       input_non_finite = -1;
       for (size_t i = 0; i < inputs.size() && input_non_finite < 0; ++i)
-        if (inputs[i].defined() && is_floating(inputs[i].dtype()) && inputs[i].numel() > 0 &&
-            first_non_finite(inputs[i].to_vector<double>()) >= 0)
+        if (inputs[i].defined() && is_floating(inputs[i].type.dtype) && inputs[i].numel() > 0 &&
+            first_non_finite(inputs[i].to_host<double>()) >= 0)
           input_non_finite = int(i);
     }
     return input_non_finite;
   };
   for (size_t o = 0; o < outputs.size(); ++o) {
-    const Tensor& t = outputs[o];
-    if (!t.defined() || !is_floating(t.dtype()) || t.numel() == 0) continue;
-    std::vector<double> v = t.to_vector<double>();
+    const DeviceTensor& t = outputs[o];
+    if (!t.defined() || !is_floating(t.type.dtype) || t.numel() == 0) continue;
+    std::vector<double> v = t.to_host<double>();
     int64_t at = -1;
     for (size_t i = 0; i < v.size() && at < 0; ++i)
       if (std::isnan(v[i]) || (std::isinf(v[i]) && non_finite_input() < 0)) at = int64_t(i);
     if (at < 0) continue;
     std::ostringstream why;
     why << "produced " << value_text(v[size_t(at)]) << " at element " << at << " of output " << o
-        << " " << t.type().str();
+        << " " << t.type.str();
     // An op fed NaN only passes it on; say so, so the reader looks further up.
     if (non_finite_input() >= 0)
       why << "; its input " << non_finite_input() << " already held non-finite values (they came"
@@ -120,11 +116,11 @@ void set_checked_mode(bool on) { g_checked.store(on ? 1 : 0); }
 CheckedModeScope::CheckedModeScope(bool on) : previous_(checked_mode()) { set_checked_mode(on); }
 CheckedModeScope::~CheckedModeScope() { set_checked_mode(previous_); }
 
-std::vector<Tensor> run_checked(OpKind kind, const std::vector<Tensor>& inputs, const AttrMap& attrs,
-                                const Provenance& where,
-                                const std::function<std::vector<Tensor>()>& run) {
+std::vector<DeviceTensor> run_checked(OpKind kind, const std::vector<DeviceTensor>& inputs,
+                                      const AttrMap& attrs, const Provenance& where,
+                                      const std::function<std::vector<DeviceTensor>()>& run) {
   check_indices(kind, inputs, attrs, where);
-  std::vector<Tensor> outputs = run();
+  std::vector<DeviceTensor> outputs = run();
   check_outputs(kind, inputs, outputs, where);
   return outputs;
 }

@@ -5,10 +5,10 @@
 #include <functional>
 #include <vector>
 
-#include "core/frontend/tensor.h"
 #include "core/ir/attr.h"
 #include "core/ir/op.h"
 #include "core/ir/provenance.h"
+#include "core/runtime/device_tensor.h"
 
 namespace kiln {
 
@@ -29,11 +29,11 @@ class CheckedModeScope {
   bool previous_;
 };
 
-// The dispatch hook: checks `inputs`' indices before `run` (so the reference's own bounds error
+// execute_op's hook: checks `inputs`' indices before `run` (so the reference's own bounds error
 // and the GPU's silent clamp both give way to one message), runs it, then scans its outputs.
 // Throws kiln::Error: "checked mode: op 'log' at demo.cpp:12 (f) [scope] produced NaN ...".
-std::vector<Tensor> run_checked(OpKind kind, const std::vector<Tensor>& inputs, const AttrMap& attrs,
-                                const Provenance& where,
-                                const std::function<std::vector<Tensor>()>& run);
+std::vector<DeviceTensor> run_checked(OpKind kind, const std::vector<DeviceTensor>& inputs,
+                                      const AttrMap& attrs, const Provenance& where,
+                                      const std::function<std::vector<DeviceTensor>()>& run);
 
 }  // namespace kiln

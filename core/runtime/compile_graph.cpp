@@ -9,6 +9,7 @@
 #include "core/runtime/horizontal_fusion.h"
 #include "core/runtime/planned_program.h"
 #include "core/runtime/schedule.h"
+#include "core/runtime/standard_passes.h"
 #include "core/support/error.h"
 #include "core/support/log.h"
 

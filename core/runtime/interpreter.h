@@ -1,16 +1,40 @@
-// Runs a Graph node by node through the eager path on one device. On cpu this is the reference
-// executor every compiled result is checked against; symbolic dims resolve from the inputs given.
+// Runs a Graph node by node on one device: each node through execute_op. On ref this is the
+// reference executor every compiled result is checked against; symbolic dims resolve from the
+// inputs given. The front end's interpret (core/frontend/interpreter.h) walks the same way over
+// Tensors, so autograd and an enclosing trace see every node.
 #pragma once
 
+#include <unordered_map>
 #include <vector>
 
-#include "core/frontend/tensor.h"
 #include "core/ir/graph.h"
+#include "core/runtime/device_tensor.h"
+#include "core/runtime/symbol_bindings.h"
 
 namespace kiln {
 
 // `inputs` binds graph.inputs() in order (real inputs first, then captured tensors). Returns the
 // graph outputs. Errors name the failing node's op and provenance.
-std::vector<Tensor> interpret(const Graph& graph, const std::vector<Tensor>& inputs);
+std::vector<DeviceTensor> interpret(const Graph& graph, const std::vector<DeviceTensor>& inputs);
+
+// The walk both interpreters share: `inputs` (already checked, see bind_graph_inputs) bind
+// graph.inputs(); each node in order runs as run_node(node, its arguments, its attributes at
+// `bindings`) and returns its outputs; the graph's outputs are returned.
+template <class T, class RunNode>
+std::vector<T> walk_graph(const Graph& graph, const std::vector<T>& inputs,
+                          const SymbolBindings& bindings, RunNode run_node) {
+  std::unordered_map<const Value*, T> env;
+  for (size_t i = 0; i < inputs.size(); ++i) env[graph.inputs()[i]] = inputs[i];
+  for (const Node* node : graph.nodes()) {
+    std::vector<T> args;
+    args.reserve(node->inputs.size());
+    for (const Value* v : node->inputs) args.push_back(env.at(v));
+    std::vector<T> outs = run_node(*node, args, concrete_attrs(node->attrs, bindings));
+    for (size_t i = 0; i < outs.size(); ++i) env[node->outputs[i]] = std::move(outs[i]);
+  }
+  std::vector<T> results;
+  for (const Value* v : graph.outputs()) results.push_back(env.at(v));
+  return results;
+}
 
 }  // namespace kiln

@@ -4,7 +4,6 @@
 #include <set>
 #include <sstream>
 
-#include "core/frontend/factories.h"
 #include "core/runtime/checked.h"
 #include "core/runtime/kernel_replay.h"
 #include "core/runtime/planned_program.h"
@@ -48,7 +47,7 @@ std::vector<PlannedLaunch> PlannedProgram::launches() const {
   return out;
 }
 
-std::vector<Tensor> PlannedProgram::run_profiled(const std::vector<Tensor>& inputs,
+std::vector<DeviceTensor> PlannedProgram::run_profiled(const std::vector<DeviceTensor>& inputs,
                                                  std::vector<LaunchTiming>& timings) {
   timings.clear();
   if (stream_) {
@@ -56,7 +55,7 @@ std::vector<Tensor> PlannedProgram::run_profiled(const std::vector<Tensor>& inpu
     stream_->timings();  // drop what earlier runs left
   }
   profiling_ = true;
-  std::vector<Tensor> results;
+  std::vector<DeviceTensor> results;
   try {
     results = run(inputs);
   } catch (...) {
@@ -88,24 +87,24 @@ std::vector<Tensor> PlannedProgram::run_profiled(const std::vector<Tensor>& inpu
   return results;
 }
 
-std::map<int, Tensor> PlannedProgram::read_values(const std::vector<int>& value_numbers,
+std::map<int, DeviceTensor> PlannedProgram::read_values(const std::vector<int>& value_numbers,
                                                   const std::function<Binding(int)>& where) const {
-  std::map<int, Tensor> out;
+  std::map<int, DeviceTensor> out;
   for (int v : value_numbers) {
     const ProgramValue& info = values_[size_t(v)];
     if (info.graph_id < 0 || out.count(info.graph_id)) continue;
-    std::vector<int64_t> dims = dims_of(info.type.shape);
     std::vector<uint8_t> bytes(bytes_of(v));
     Binding b = where(v);
     if (!bytes.empty()) backend_.download(*b.buffer, bytes.data(), bytes.size(), b.offset);
-    out[info.graph_id] = from_bytes(bytes.data(), info.type.dtype, Dims(dims), Device::ref());
+    const TensorType type{info.type.dtype, make_shape(dims_of(info.type.shape))};
+    out[info.graph_id] = DeviceTensor::upload(type, bytes.data(), Device::ref());
   }
   return out;
 }
 
 std::vector<int64_t> PlannedProgram::dims_of(const Shape& shape) const { return concrete_dims(shape, bindings_); }
 
-std::map<int, Tensor> PlannedProgram::run_kernel(size_t k, const std::map<int, Tensor>& inputs) {
+std::map<int, DeviceTensor> PlannedProgram::run_kernel(size_t k, const std::map<int, DeviceTensor>& inputs) {
   if (k >= schedule_.size())
     throw Error("planned program: run_kernel(" + std::to_string(k) + "): the program has " +
                 std::to_string(schedule_.size()) + " kernels");
@@ -113,17 +112,17 @@ std::map<int, Tensor> PlannedProgram::run_kernel(size_t k, const std::map<int, T
   if (!stream_) stream_ = backend_.create_stream();
   const ProgramKernel& ks = schedule_[k];
   std::map<int, Binding> where;
-  std::vector<Tensor> keep;  // device copies of the inputs, alive until the launches finish
+  std::vector<DeviceTensor> keep;  // device copies of the inputs, alive until the launches finish
   for (int v : ks.reads) {
     const ProgramValue& info = values_[size_t(v)];
     auto it = inputs.find(info.graph_id);
     if (it == inputs.end())
       throw Error("planned program: kernel " + std::to_string(k) + " '" + kernels_[k].name + "' reads " +
                   info.name + "; run_kernel was given no tensor for it");
-    if (it->second.sizes() != dims_of(info.type.shape) || it->second.dtype() != info.type.dtype)
-      throw Error("planned program: run_kernel: " + info.name + " was given as " + it->second.type().str());
-    keep.push_back(it->second.to(device_));
-    where[v] = {keep.back().impl().buffer.get(), 0};
+    if (it->second.sizes() != dims_of(info.type.shape) || it->second.type.dtype != info.type.dtype)
+      throw Error("planned program: run_kernel: " + info.name + " was given as " + it->second.type.str());
+    keep.push_back(it->second.copy_to(device_));
+    where[v] = {keep.back().buffer.get(), 0};
   }
   std::map<int, std::shared_ptr<Buffer>> written;
   for (int v : ks.writes) {
@@ -138,15 +137,11 @@ std::map<int, Tensor> PlannedProgram::run_kernel(size_t k, const std::map<int, T
     launch(l, b);
   }
   stream_->sync();
-  std::map<int, Tensor> out;
+  std::map<int, DeviceTensor> out;
   for (int v : ks.writes) {
     const ProgramValue& info = values_[size_t(v)];
     if (info.graph_id < 0) continue;
-    auto impl = std::make_shared<TensorImpl>();
-    impl->type = {info.type.dtype, make_shape(dims_of(info.type.shape))};
-    impl->device = device_;
-    impl->buffer = written[v];
-    out[info.graph_id] = Tensor(std::move(impl));
+    out[info.graph_id] = {{info.type.dtype, make_shape(dims_of(info.type.shape))}, device_, written[v]};
   }
   return out;
 }
@@ -163,7 +158,7 @@ void PlannedProgram::run_kernels_checked(
     return "compiled kernel " + std::to_string(k) + " '" + kernels_[k].name + "' on " + device_.name();
   };
   // Values a kernel reads that are not in its reads (constants inlined by the lowering).
-  auto add_missing = [&](const PlannedKernel& info, std::map<int, Tensor>& values) {
+  auto add_missing = [&](const PlannedKernel& info, std::map<int, DeviceTensor>& values) {
     std::set<int> made;
     for (const PlannedNode& n : info.nodes) made.insert(n.outputs.begin(), n.outputs.end());
     std::vector<int> numbers;
@@ -174,7 +169,7 @@ void PlannedProgram::run_kernels_checked(
             if (values_[v].graph_id == id && values_[v].storage != ValueStorage::Arena) numbers.push_back(int(v));
     for (auto& [id, t] : read_values(numbers, where)) values[id] = std::move(t);
   };
-  auto replay = [&](size_t k, std::map<int, Tensor> values, const std::string& why) {
+  auto replay = [&](size_t k, std::map<int, DeviceTensor> values, const std::string& why) {
     add_missing(kernels_[k], values);
     try {
       replay_on_ref(kernels_[k].nodes, values, bindings_);
@@ -186,7 +181,7 @@ void PlannedProgram::run_kernels_checked(
   size_t next = 0;
   for (size_t k = 0; k < schedule_.size(); ++k) {
     const ProgramKernel& ks = schedule_[k];
-    std::map<int, Tensor> inputs;
+    std::map<int, DeviceTensor> inputs;
     bool have_inputs = false;
     // An in-place kernel overwrites an input: read them while they still hold what it read.
     if (indexes(kernels_[k]) || ks.in_place_output >= 0) {
@@ -203,13 +198,13 @@ void PlannedProgram::run_kernels_checked(
       if (values_[size_t(v)].graph_id >= 0 && is_floating(values_[size_t(v)].type.dtype)) scanned.push_back(v);
     for (auto& [id, t] : read_values(scanned, where)) {
       if (t.numel() == 0) continue;
-      std::vector<double> got = t.to_vector<double>();
+      std::vector<double> got = t.to_host<double>();
       size_t at = 0;
       while (at < got.size() && std::isfinite(got[at])) ++at;
       if (at == got.size()) continue;
       std::ostringstream why;
       why << " wrote " << value_text(got[at]) << " at element " << at << " of %" << id << " "
-          << t.type().str();
+          << t.type.str();
       if (!have_inputs) inputs = read_values(ks.reads, where);
       replay(k, inputs, why.str());
       // The reference agrees the value is legal (an Inf passed on from an input), unless the

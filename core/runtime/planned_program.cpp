@@ -88,19 +88,19 @@ std::optional<PlannedProgram::LaunchPlan> PlannedProgram::template_launch(
   return plan;
 }
 
-std::map<std::string, int64_t> PlannedProgram::bind(const std::vector<Tensor>& inputs) const {
+std::map<std::string, int64_t> PlannedProgram::bind(const std::vector<DeviceTensor>& inputs) const {
   if (inputs.size() != input_types_.size())
     throw Error("planned program: the graph has " + std::to_string(input_types_.size()) + " inputs, " +
                 std::to_string(inputs.size()) + " were given");
   std::map<std::string, int64_t> bindings;
   for (size_t i = 0; i < inputs.size(); ++i) {
     const TensorType& want = input_types_[i];
-    const Tensor& t = inputs[i];
-    if (t.device() != device_)
-      throw Error("planned program: input " + std::to_string(i) + " is on " + t.device().name() +
+    const DeviceTensor& t = inputs[i];
+    if (t.device != device_)
+      throw Error("planned program: input " + std::to_string(i) + " is on " + t.device.name() +
                   ", the program runs on " + device_.name() + "; move it with .to(device)");
     std::vector<int64_t> dims = t.sizes();
-    bool ok = t.dtype() == want.dtype && dims.size() == want.rank();
+    bool ok = t.type.dtype == want.dtype && dims.size() == want.rank();
     for (size_t d = 0; ok && d < dims.size(); ++d) {
       const SymInt& s = want.shape[d];
       if (s.is_static()) ok = s.value() == dims[d];
@@ -111,7 +111,7 @@ std::map<std::string, int64_t> PlannedProgram::bind(const std::vector<Tensor>& i
     }
     if (!ok)
       throw Error("planned program: input " + std::to_string(i) + " should be " + want.str() + ", got " +
-                  t.type().str());
+                  t.type.str());
   }
   return bindings;
 }
@@ -208,13 +208,13 @@ void PlannedProgram::prepare(const std::map<std::string, int64_t>& bindings) {
   prepared_ = true;
 }
 
-PlannedProgram::Binding PlannedProgram::resolve(int value, const std::vector<Tensor>& inputs,
+PlannedProgram::Binding PlannedProgram::resolve(int value, const std::vector<DeviceTensor>& inputs,
                                                 const std::vector<std::shared_ptr<Buffer>>& outputs) const {
   const ProgramValue& v = values_[size_t(value)];
   switch (v.storage) {
     case ValueStorage::Input:
       if (options_.reduce_overhead) return {owned_inputs_[size_t(v.index)].get(), 0};
-      return {inputs[size_t(v.index)].impl().buffer.get(), 0};
+      return {inputs[size_t(v.index)].buffer.get(), 0};
     case ValueStorage::Constant:
       return {constants_[size_t(v.index)].get(), 0};
     case ValueStorage::Output:
@@ -243,7 +243,7 @@ void PlannedProgram::launch(const LaunchPlan& plan, const std::vector<Binding>& 
   stream_->launch(l);
 }
 
-std::vector<Tensor> PlannedProgram::run(const std::vector<Tensor>& inputs) {
+std::vector<DeviceTensor> PlannedProgram::run(const std::vector<DeviceTensor>& inputs) {
   std::map<std::string, int64_t> bindings = bind(inputs);
   if (!prepared_ || bindings != bindings_) prepare(bindings);
   if (!stream_) stream_ = backend_.create_stream();
@@ -252,7 +252,7 @@ std::vector<Tensor> PlannedProgram::run(const std::vector<Tensor>& inputs) {
 
   // The tensors handed back: fresh buffers each run, so earlier results stay valid.
   std::vector<std::shared_ptr<Buffer>> fresh;
-  std::vector<Tensor> results;
+  std::vector<DeviceTensor> results;
   std::map<int, size_t> first_output;  // a value returned twice is one tensor
   for (size_t i = 0; i < output_values_.size(); ++i) {
     int v = output_values_[i];
@@ -262,12 +262,10 @@ std::vector<Tensor> PlannedProgram::run(const std::vector<Tensor>& inputs) {
       results.push_back(results[it->second]);
       continue;
     }
-    auto impl = std::make_shared<TensorImpl>();
-    impl->type = {values_[size_t(v)].type.dtype, make_shape(concrete_dims(values_[size_t(v)].type.shape, bindings))};
-    impl->device = device_;
-    impl->buffer = backend_.alloc(std::max<size_t>(bytes_of(v), 4));
-    fresh.push_back(impl->buffer);
-    results.emplace_back(std::move(impl));
+    const ProgramValue& out = values_[size_t(v)];
+    std::shared_ptr<Buffer> buffer = backend_.alloc(std::max<size_t>(bytes_of(v), 4));
+    fresh.push_back(buffer);
+    results.push_back({{out.type.dtype, make_shape(concrete_dims(out.type.shape, bindings))}, device_, buffer});
   }
   // Graph outputs index `fresh` by output number; values_ keep the first output's number.
   auto bind_args = [&](const std::vector<int>& args) {
@@ -280,7 +278,7 @@ std::vector<Tensor> PlannedProgram::run(const std::vector<Tensor>& inputs) {
     // Tensors are immutable: the same buffer as last call (a parameter) holds the same bytes, so
     // its copy is still current. Holding it keeps the address from being reused by another buffer.
     for (size_t i = 0; i < input_copies_.size(); ++i) {
-      const std::shared_ptr<Buffer>& src = inputs[i].impl().buffer;
+      const std::shared_ptr<Buffer>& src = inputs[i].buffer;
       if (!input_copies_[i].program || copied_inputs_[i] == src) continue;
       launch(input_copies_[i], {{src.get(), 0}, {owned_inputs_[i].get(), 0}});
       copied_inputs_[i] = src;

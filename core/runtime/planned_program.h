@@ -53,7 +53,7 @@ class PlannedProgram : public DeviceProgram {
   PlannedProgram(ProgramStages stages, Device device, const ProgramOptions& options = {});
   ~PlannedProgram() override;
 
-  std::vector<Tensor> run(const std::vector<Tensor>& inputs) override;
+  std::vector<DeviceTensor> run(const std::vector<DeviceTensor>& inputs) override;
   const ProgramStats& stats() const override { return stats_; }
 
   const std::vector<PlannedKernel>& kernels() const { return kernels_; }
@@ -73,11 +73,12 @@ class PlannedProgram : public DeviceProgram {
   std::vector<PlannedLaunch> launches() const;
   // One run (launched directly, not replayed) that also times every kernel launch on the device.
   // `timings` is left empty when the device records no timestamps.
-  std::vector<Tensor> run_profiled(const std::vector<Tensor>& inputs, std::vector<LaunchTiming>& timings);
+  std::vector<DeviceTensor> run_profiled(const std::vector<DeviceTensor>& inputs,
+                                         std::vector<LaunchTiming>& timings);
   // Runs kernel `k` alone, reading `inputs` (graph value id -> tensor, any device; every id in
   // kernels()[k].reads) instead of the program's buffers, at the latest input shapes (run() first).
   // Returns kernels()[k].writes' values, on the program's device. For per-kernel accuracy checks.
-  std::map<int, Tensor> run_kernel(size_t k, const std::map<int, Tensor>& inputs);
+  std::map<int, DeviceTensor> run_kernel(size_t k, const std::map<int, DeviceTensor>& inputs);
 
  private:
   struct LaunchPlan {  // one launch for the current shapes
@@ -96,19 +97,20 @@ class PlannedProgram : public DeviceProgram {
   const Program& program_for(const ProgramStep& step);
   std::optional<LaunchPlan> template_launch(const ProgramKernel& ks,
                                             const std::map<std::string, int64_t>& bindings);
-  std::map<std::string, int64_t> bind(const std::vector<Tensor>& inputs) const;
+  std::map<std::string, int64_t> bind(const std::vector<DeviceTensor>& inputs) const;
   void plan_for(const std::map<std::string, int64_t>& bindings);
   void use_plan(ProgramMemory memory);
   void prepare(const std::map<std::string, int64_t>& bindings);
   LaunchPlan copy_launch(DType dtype, int64_t elements);
   size_t bytes_of(int value) const;
-  Binding resolve(int value, const std::vector<Tensor>& inputs, const std::vector<std::shared_ptr<Buffer>>& outputs) const;
+  Binding resolve(int value, const std::vector<DeviceTensor>& inputs,
+                  const std::vector<std::shared_ptr<Buffer>>& outputs) const;
   void launch(const LaunchPlan& plan, const std::vector<Binding>& bindings);
   // Checked mode (planned_checks.cpp): runs launches_ kernel by kernel, scanning each kernel's
   // outputs and, for indexing kernels, its indices first.
   void run_kernels_checked(const std::function<std::vector<Binding>(const std::vector<int>&)>& bind_args);
   std::vector<int64_t> dims_of(const Shape& shape) const;  // at bindings_
-  std::map<int, Tensor> read_values(const std::vector<int>& value_numbers,
+  std::map<int, DeviceTensor> read_values(const std::vector<int>& value_numbers,
                                     const std::function<Binding(int)>& where) const;
 
   Device device_;

@@ -12,7 +12,9 @@ class InterpretedProgram : public DeviceProgram {
   explicit InterpretedProgram(const Graph& graph) : graph_(graph.clone()) {
     stats_.kernels = stats_.nodes = int64_t(graph_.num_nodes());
   }
-  std::vector<Tensor> run(const std::vector<Tensor>& inputs) override { return interpret(graph_, inputs); }
+  std::vector<DeviceTensor> run(const std::vector<DeviceTensor>& inputs) override {
+    return interpret(graph_, inputs);
+  }
   const ProgramStats& stats() const override { return stats_; }
 
  private:

@@ -8,8 +8,8 @@
 #include <string>
 #include <vector>
 
-#include "core/frontend/tensor.h"
 #include "core/ir/graph.h"
+#include "core/runtime/device_tensor.h"
 
 namespace kiln {
 
@@ -31,7 +31,7 @@ class DeviceProgram {
  public:
   virtual ~DeviceProgram() = default;
   // Inputs bind graph.inputs() in order; symbols in dynamic dims resolve from their shapes.
-  virtual std::vector<Tensor> run(const std::vector<Tensor>& inputs) = 0;
+  virtual std::vector<DeviceTensor> run(const std::vector<DeviceTensor>& inputs) = 0;
   virtual const ProgramStats& stats() const = 0;
 };
 

@@ -14,7 +14,7 @@
 
 #include "core/autodiff/reverse.h"
 #include "core/ir/text.h"
-#include "core/runtime/interpreter.h"
+#include "core/frontend/interpreter.h"
 
 namespace kiln {
 namespace {

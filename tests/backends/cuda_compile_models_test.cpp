@@ -10,6 +10,7 @@
 #include "core/kernel/lower_group.h"
 #include "core/passes/fusion.h"
 #include "core/passes/pass.h"
+#include "core/runtime/standard_passes.h"
 #include "samples/common/sample_models.h"
 #include "support/cuda_batch.h"
 #ifdef KILN_HAVE_ONNX

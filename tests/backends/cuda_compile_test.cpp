@@ -9,7 +9,7 @@
 #include <map>
 
 #include "backends/cuda/nvrtc.h"
-#include "core/frontend/device.h"
+#include "backends/device.h"
 #include "core/kernel/emit.h"
 #include "core/kernel/lower.h"
 #include "core/support/disk_cache.h"

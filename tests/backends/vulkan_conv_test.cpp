@@ -11,10 +11,11 @@
 
 #include "backends/vulkan/vulkan_backend.h"
 #include "backends/vulkan/vulkan_conv_template.h"
+#include "core/frontend/run_program.h"
 #include "core/ir/text.h"
 #include "core/ir/verifier.h"
 #include "core/kiln.h"
-#include "core/runtime/interpreter.h"
+#include "core/frontend/interpreter.h"
 #include "core/runtime/planned_program.h"
 #include "support/vulkan_template_test.h"
 
@@ -198,7 +199,7 @@ TEST_F(VulkanConv, CompiledProgramRunsConvsWithTheTemplate) {
                                 randn({8}, Device::cpu(), 9), randn({8, 8, 1, 1}, Device::cpu(), 10)};
   std::vector<Tensor> vk_in;
   for (const Tensor& t : cpu_in) vk_in.push_back(t.to(vk));
-  std::vector<float> got = program.run(vk_in)[0].to_vector<float>();
+  std::vector<float> got = run_program(program, vk_in)[0].to_vector<float>();
   std::vector<float> want = interpret(g, cpu_in)[0].to_vector<float>();
   expect_close_sums(got, want, 36 * 8, "conv -> relu -> 1x1 conv, compiled");
   int conv_templates = 0;

@@ -14,10 +14,11 @@
 
 #include "backends/vulkan/vulkan_backend.h"
 #include "backends/vulkan/vulkan_norm_template.h"
+#include "core/frontend/run_program.h"
 #include "core/ir/text.h"
 #include "core/ir/verifier.h"
 #include "core/kiln.h"
-#include "core/runtime/interpreter.h"
+#include "core/frontend/interpreter.h"
 #include "core/runtime/planned_program.h"
 #include "support/vulkan_template_test.h"
 
@@ -332,7 +333,7 @@ TEST(VulkanNormBackend, CompiledProgramRunsRowOpsWithTheTemplates) {
                                 randn({40}, Device::cpu(), 13)};
   std::vector<Tensor> vk_in;
   for (const Tensor& t : cpu_in) vk_in.push_back(t.to(vk));
-  std::vector<Tensor> got = program.run(vk_in);
+  std::vector<Tensor> got = run_program(program, vk_in);
   std::vector<Tensor> want = interpret(g, cpu_in);
   expect_close(got[0].to_vector<float>(), want[0].to_vector<float>(), 1e-7, 1e-4, "softmax(layer_norm)");
   expect_close(got[1].to_vector<float>(), want[1].to_vector<float>(), 1e-5, 1e-5, "sum(softmax)^2");

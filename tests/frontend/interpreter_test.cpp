@@ -5,7 +5,7 @@
 #include <kiln/kiln.h>
 
 #include "core/frontend/tracer.h"
-#include "core/runtime/interpreter.h"
+#include "core/frontend/interpreter.h"
 
 namespace kiln {
 namespace {

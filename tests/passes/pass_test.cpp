@@ -18,8 +18,9 @@
 #include "core/ir/text.h"
 #include "core/passes/passes.h"
 #include "core/runtime/compile_graph.h"
-#include "core/runtime/interpreter.h"
+#include "core/frontend/interpreter.h"
 #include "core/runtime/schedule.h"
+#include "core/runtime/standard_passes.h"
 
 namespace kiln {
 namespace {

@@ -15,7 +15,7 @@
 #include "core/frontend/tracer.h"
 #include "core/runtime/accuracy.h"
 #include "core/runtime/checked.h"
-#include "core/runtime/interpreter.h"
+#include "core/frontend/interpreter.h"
 #include "core/runtime/planned_program.h"
 #include "runtime/runtime_test_util.h"
 
@@ -180,8 +180,8 @@ struct SmallModel {
 
 TEST(Accuracy, RefAgainstItselfIsExact) {
   SmallModel m;
-  AccuracyReport r = check_accuracy(m.tracer.graph(), {randn({4, 8}, Device::ref(), 1),
-                                                       randn({8, 3}, Device::ref(), 2)},
+  AccuracyReport r = check_accuracy(m.tracer.graph(), device_tensors({randn({4, 8}, Device::ref(), 1),
+                                                       randn({8, 3}, Device::ref(), 2)}),
                                     Device::ref(), 0, 0);
   EXPECT_TRUE(r.ok()) << r.str();
   EXPECT_GE(r.nodes.size(), 4u);
@@ -191,14 +191,14 @@ TEST(Accuracy, RefAgainstItselfIsExact) {
 TEST(Accuracy, PerturbedNodeIsNamedFirstAndLaterNodesStayClean) {
   SmallModel m;
   // The planted error: +0.01 on every sigmoid output; the reference feeds matmul clean inputs.
-  AccuracyTap plant = [](const Node& node, std::vector<Tensor>& outs) {
+  AccuracyTap plant = [](const Node& node, std::vector<DeviceTensor>& outs) {
     if (node.kind != OpKind::Sigmoid) return;
-    std::vector<float> v = outs[0].to_vector<float>();
+    std::vector<float> v = outs[0].to_host<float>();
     for (float& f : v) f += 0.01f;
-    outs[0] = from_vector<float>(v, Dims(outs[0].sizes()));
+    outs[0] = DeviceTensor::upload(outs[0].type, v.data(), outs[0].device);
   };
-  AccuracyReport r = check_accuracy(m.tracer.graph(), {randn({4, 8}, Device::cpu(), 1),
-                                                       randn({8, 3}, Device::cpu(), 2)},
+  AccuracyReport r = check_accuracy(m.tracer.graph(), device_tensors({randn({4, 8}, Device::cpu(), 1),
+                                                       randn({8, 3}, Device::cpu(), 2)}),
                                     Device::cpu(), 1e-5, 1e-6, plant);
   ASSERT_FALSE(r.ok()) << r.str();
   const NodeAccuracy& bad = *r.first_bad_node();
@@ -214,8 +214,8 @@ TEST(Accuracy, PerturbedNodeIsNamedFirstAndLaterNodesStayClean) {
 TEST(Accuracy, VulkanGraphIsWithinTolerance) {
   KILN_REQUIRE_VULKAN(vk);
   SmallModel m;
-  AccuracyReport r = check_accuracy(m.tracer.graph(), {randn({4, 8}, Device::cpu(), 1),
-                                                       randn({8, 3}, Device::cpu(), 2)},
+  AccuracyReport r = check_accuracy(m.tracer.graph(), device_tensors({randn({4, 8}, Device::cpu(), 1),
+                                                       randn({8, 3}, Device::cpu(), 2)}),
                                     vk, 1e-4, 1e-5);
   EXPECT_TRUE(r.ok()) << r.str();
   EXPECT_EQ(r.device, vk.name());
@@ -227,7 +227,7 @@ TEST(Accuracy, VulkanGraphIsWithinTolerance) {
 TEST(Accuracy, WrongInputCountIsAnError) {
   SmallModel m;
   std::string msg = error_of([&] {
-    check_accuracy(m.tracer.graph(), {randn({4, 8})}, Device::cpu(), 1e-5, 1e-6);
+    check_accuracy(m.tracer.graph(), device_tensors({randn({4, 8})}), Device::cpu(), 1e-5, 1e-6);
   });
   EXPECT_NE(msg.find("2 inputs, 1 were given"), std::string::npos) << msg;
 }
@@ -314,7 +314,8 @@ TEST(Accuracy, PerKernelVulkanIsWithinToleranceOneRowPerKernel) {
   KILN_REQUIRE_VULKAN(vk);
   SmallModel m;
   KernelAccuracyReport r = check_kernel_accuracy(
-      m.tracer.graph(), {randn({4, 8}, Device::cpu(), 1), randn({8, 3}, Device::cpu(), 2)}, vk, 1e-4, 1e-5);
+      m.tracer.graph(), device_tensors({randn({4, 8}, Device::cpu(), 1), randn({8, 3}, Device::cpu(), 2)}),
+      vk, 1e-4, 1e-5);
   EXPECT_TRUE(r.ok()) << r.str();
   PlannedProgram program(m.tracer.graph(), vk);
   EXPECT_EQ(r.kernels.size(), program.kernels().size());
@@ -329,17 +330,17 @@ TEST(Accuracy, PerturbedCompiledKernelIsNamedWithItsLinesAndLaterKernelsStayClea
   int sigmoid_id = -1;
   for (const Node* n : m.tracer.graph().nodes())
     if (n->kind == OpKind::Sigmoid) sigmoid_id = n->id;
-  KernelAccuracyTap plant = [&](size_t, const PlannedKernel& k, std::map<int, Tensor>& outs) {
+  KernelAccuracyTap plant = [&](size_t, const PlannedKernel& k, std::map<int, DeviceTensor>& outs) {
     if (std::find(k.origins.begin(), k.origins.end(), sigmoid_id) == k.origins.end()) return;
     for (auto& [id, t] : outs) {
-      std::vector<float> v = t.to_vector<float>();
+      std::vector<float> v = t.to_host<float>();
       for (float& f : v) f += 0.01f;
-      t = from_vector<float>(v, Dims(t.sizes()), vk);
+      t = DeviceTensor::upload(t.type, v.data(), vk);
     }
   };
   KernelAccuracyReport r = check_kernel_accuracy(
-      m.tracer.graph(), {randn({4, 8}, Device::cpu(), 1), randn({8, 3}, Device::cpu(), 2)}, vk, 1e-4, 1e-5,
-      plant);
+      m.tracer.graph(), device_tensors({randn({4, 8}, Device::cpu(), 1), randn({8, 3}, Device::cpu(), 2)}),
+      vk, 1e-4, 1e-5, plant);
   ASSERT_FALSE(r.ok()) << r.str();
   const KernelAccuracy& bad = *r.first_bad_kernel();
   EXPECT_NE(std::find(bad.origins.begin(), bad.origins.end(), sigmoid_id), bad.origins.end());
@@ -357,7 +358,8 @@ TEST(Accuracy, PerturbedCompiledKernelIsNamedWithItsLinesAndLaterKernelsStayClea
 TEST(Accuracy, PerKernelOnTheInterpreterPointsAtThePerNodeCheck) {
   SmallModel m;
   std::string msg = error_of([&] {
-    check_kernel_accuracy(m.tracer.graph(), {randn({4, 8}), randn({8, 3})}, Device::ref(), 1e-5, 1e-6);
+    check_kernel_accuracy(m.tracer.graph(), device_tensors({randn({4, 8}), randn({8, 3})}), Device::ref(),
+                          1e-5, 1e-6);
   });
   EXPECT_NE(msg.find("use check_accuracy"), std::string::npos) << msg;
 }

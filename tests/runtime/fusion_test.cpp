@@ -1,12 +1,14 @@
 // Fusion: which nodes become one kernel, and that fused kernels compute what the cpu reference
 // computes, on the host evaluator (everywhere) and on Vulkan (when present).
+#include "core/frontend/run_program.h"
 #include "core/kernel/evaluate.h"
 #include "core/kernel/lower_group.h"
 #include "core/ir/text.h"
 #include "core/passes/fusion.h"
 #include "core/passes/pass.h"
-#include "core/runtime/interpreter.h"
+#include "core/frontend/interpreter.h"
 #include "core/runtime/planned_program.h"
+#include "core/runtime/standard_passes.h"
 #include "runtime_test_util.h"
 
 namespace kiln {
@@ -449,7 +451,7 @@ TEST(Fusion, FusedKernelsMatchTheCpuReferenceOnVulkan) {
     std::vector<Tensor> vk_inputs;
     for (const Tensor& t : inputs) vk_inputs.push_back(t.to(vk));
     PlannedProgram program(g, vk);
-    std::vector<Tensor> got = program.run(vk_inputs);
+    std::vector<Tensor> got = run_program(program, vk_inputs);
     ASSERT_EQ(got.size(), want.size());
     for (size_t i = 0; i < want.size(); ++i) {
       EXPECT_EQ(got[i].sizes(), want[i].sizes());

@@ -1,10 +1,11 @@
 // Horizontal fusion: which kernels become one launch, as text, and that a horizontal kernel
 // computes what its members did, on the host evaluator and on each device against ref.
+#include "core/frontend/run_program.h"
 #include "core/kernel/emit.h"
 #include "core/kernel/evaluate.h"
 #include "core/kernel/kernel_text.h"
 #include "core/runtime/horizontal_fusion.h"
-#include "core/runtime/interpreter.h"
+#include "core/frontend/interpreter.h"
 #include "core/runtime/planned_program.h"
 #include "runtime_test_util.h"
 
@@ -157,7 +158,7 @@ TEST(HorizontalFusion, ProgramsMatchTheReferenceOnEachDevice) {
     EXPECT_EQ(program->stats().kernels, 1);
     std::vector<Tensor> moved;
     for (const Tensor& t : inputs) moved.push_back(t.to(device));
-    std::vector<Tensor> got = program->run(moved);
+    std::vector<Tensor> got = run_program(*program, moved);
     ASSERT_EQ(got.size(), want.size());
     for (size_t i = 0; i < got.size(); ++i) expect_close(got[i].to_vector<float>(), want[i].to_vector<float>());
   }
@@ -176,7 +177,7 @@ TEST(HorizontalFusion, ScalarsAndTheUpdatesReadingThemBecomeTwoKernels) {
                              randn({16}, Device::ref(), 4), from_vector<float>({2.0f}, {}, Device::ref())};
   std::vector<Tensor> on_cpu;
   for (const Tensor& t : inputs) on_cpu.push_back(t.to(Device::cpu()));
-  std::vector<Tensor> want = interpret(g, inputs), got = build_program(g, Device::cpu())->run(on_cpu);
+  std::vector<Tensor> want = interpret(g, inputs), got = run_program(*build_program(g, Device::cpu()), on_cpu);
   for (size_t i = 0; i < got.size(); ++i) expect_close(got[i].to_vector<float>(), want[i].to_vector<float>());
 }
 

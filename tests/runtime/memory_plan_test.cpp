@@ -1,6 +1,7 @@
 // The memory planner: hand-derived naive / lower-bound / planned bytes, no two values live at the
 // same time share bytes (every pair checked), in-place reuse, splitting at the device's buffer limit,
 // and plans of whole programs on the null backend.
+#include "core/frontend/run_program.h"
 #include "core/runtime/memory_plan.h"
 #include "core/runtime/planned_program.h"
 #include "runtime_test_util.h"
@@ -128,7 +129,7 @@ TEST(MemoryPlan, ProgramOnTheNullBackendPlansIntermediatesOnly) {
   EXPECT_EQ(program.stats().planned_bytes, 3 * 16384);
   expect_no_overlap(program.plan_values(), plan);
   // Runs (launching nothing) with the arenas bound at their offsets.
-  std::vector<Tensor> out = program.run({zeros({64, 64}, DType::F32, null)});
+  std::vector<Tensor> out = run_program(program, {zeros({64, 64}, DType::F32, null)});
   EXPECT_EQ(out.at(0).sizes(), (std::vector<int64_t>{64, 64}));
 }
 

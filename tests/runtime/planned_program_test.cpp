@@ -5,7 +5,8 @@
 #include <chrono>
 #include <set>
 
-#include "core/runtime/interpreter.h"
+#include "core/frontend/interpreter.h"
+#include "core/frontend/run_program.h"
 #include "core/runtime/planned_program.h"
 #include "runtime_test_util.h"
 
@@ -57,19 +58,20 @@ TEST(PlannedProgram, UnknownShapesAndDevicesAreRejectedClearly) {
   PlannedProgram program(g, Device(BackendKind::Null, 0));
   Device null(BackendKind::Null, 0);
   try {
-    program.run({zeros({4, 15}, DType::F32, null), zeros({16, 8}, DType::F32, null), zeros({8}, DType::F32, null)});
+    run_program(program,
+                {zeros({4, 15}, DType::F32, null), zeros({16, 8}, DType::F32, null), zeros({8}, DType::F32, null)});
     FAIL() << "expected an error";
   } catch (const Error& e) {
     EXPECT_NE(std::string(e.what()).find("input 0 should be f32[s0,16], got f32[4,15]"), std::string::npos) << e.what();
   }
-  EXPECT_THROW(program.run(inputs_for(4, Device::cpu(), 1)), Error);  // cpu tensors, null program
+  EXPECT_THROW(run_program(program, inputs_for(4, Device::cpu(), 1)), Error);  // cpu tensors, null program
 }
 
 void check_against_cpu(PlannedProgram& program, const Graph& g, int64_t batch, Device vk, int seed) {
   std::vector<Tensor> host = inputs_for(batch, Device::cpu(), seed);
   std::vector<Tensor> want = interpret(g, host);
   std::vector<Tensor> vk_in = to_device(host, vk);
-  std::vector<Tensor> got = program.run(vk_in);
+  std::vector<Tensor> got = run_program(program, vk_in);
   ASSERT_EQ(got.size(), want.size());
   for (size_t i = 0; i < got.size(); ++i) {
     EXPECT_EQ(got[i].sizes(), want[i].sizes());
@@ -95,9 +97,9 @@ void expect_replays_and_rerecords_on_batch_change(Device vk) {
   PlannedProgram program(g, vk, options);
 
   std::vector<Tensor> host_a = inputs_for(4, Device::cpu(), 1), host_b = inputs_for(4, Device::cpu(), 2);
-  std::vector<Tensor> got_a = program.run(to_device(host_a, vk));
+  std::vector<Tensor> got_a = run_program(program, to_device(host_a, vk));
   std::vector<float> first = got_a[1].to_vector<float>();
-  std::vector<Tensor> got_b = program.run(to_device(host_b, vk));
+  std::vector<Tensor> got_b = run_program(program, to_device(host_b, vk));
   EXPECT_EQ(program.recordings(), 1);
   expect_close(got_b[1].to_vector<float>(), interpret(g, host_b)[1].to_vector<float>(), 1e-4f, 1e-4f);
   expect_close(got_b[0].to_vector<float>(), interpret(g, host_b)[0].to_vector<float>(), 1e-4f, 1e-4f);
@@ -177,18 +179,19 @@ TEST(PlannedProgram, TenOpChainTimingsEagerVsPlannedVsReduceOverhead) {
   EXPECT_EQ(unfused.stats().kernels, 10);
   EXPECT_EQ(planned.stats().kernels, 1);
   std::vector<float> want = interpret(g, host)[0].to_vector<float>();
-  expect_close(planned.run(in)[0].to_vector<float>(), want, 1e-4f, 1e-5f);
-  expect_close(recorded.run(in)[0].to_vector<float>(), want, 1e-4f, 1e-5f);
+  expect_close(run_program(planned, in)[0].to_vector<float>(), want, 1e-4f, 1e-5f);
+  expect_close(run_program(recorded, in)[0].to_vector<float>(), want, 1e-4f, 1e-5f);
 
   const int calls = 20;
   double eager = ms_per_call([&] { interpret(g, in)[0].to_vector<float>(); }, calls);
-  double plain = ms_per_call([&] { unfused.run(in)[0].to_vector<float>(); }, calls);
-  double fused = ms_per_call([&] { planned.run(in)[0].to_vector<float>(); }, calls);
-  double replay = ms_per_call([&] { recorded.run(in)[0].to_vector<float>(); }, calls);
+  double plain = ms_per_call([&] { run_program(unfused, in)[0].to_vector<float>(); }, calls);
+  double fused = ms_per_call([&] { run_program(planned, in)[0].to_vector<float>(); }, calls);
+  double replay = ms_per_call([&] { run_program(recorded, in)[0].to_vector<float>(); }, calls);
   // Two different x tensors alternating: the input copy runs every call.
   std::vector<Tensor> other = {randn({256, 1024}, Device::cpu(), 3).to(vk), in[1]};
   int call = 0;
-  double replay_new = ms_per_call([&] { recorded.run(++call % 2 ? other : in)[0].to_vector<float>(); }, calls);
+  double replay_new =
+      ms_per_call([&] { run_program(recorded, ++call % 2 ? other : in)[0].to_vector<float>(); }, calls);
   std::printf("10-op chain f32[256,1024] on %s, ms per call incl. read-back (kernels):\n"
               "  eager %.3f (10)  planned unfused %.3f (10)  planned fused %.3f (1)\n"
               "  reduce_overhead %.3f (1, same x: no input copy)  %.3f (1, new x each call)\n"

@@ -69,7 +69,7 @@ struct ProgramRun {
 void make(ProgramRun& r, Device device) {
   const Graph& g = r.traced.tracer->graph();
   r.program = std::make_unique<PlannedProgram>(g, device);
-  r.program->run_profiled(inputs_for(g, device), r.timings);
+  r.program->run_profiled(device_tensors(inputs_for(g, device)), r.timings);
   r.bundle = trace::make_program_bundle(g, *r.program, r.timings, {.name = "model"});
 }
 

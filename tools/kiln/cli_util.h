@@ -5,7 +5,7 @@
 #include <string>
 #include <vector>
 
-#include "core/frontend/device.h"
+#include "backends/device.h"
 
 namespace kiln::cli {
 

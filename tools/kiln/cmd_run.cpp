@@ -56,7 +56,7 @@ bool inspect(PreparedRun& run, const onnx::ImportedModel& model, const std::vect
   trace::Bundle bundle;
   bool ok = true;
   if (planned) {
-    const std::vector<Tensor> args = run.program->bind(in);
+    const std::vector<DeviceTensor> args = device_tensors(run.program->bind(in));
     std::vector<LaunchTiming> timings;
     planned->run_profiled(args, timings);
     bundle = trace::make_program_bundle(run.program->graph(), *planned, timings, {.name = name});
@@ -76,7 +76,8 @@ bool inspect(PreparedRun& run, const onnx::ImportedModel& model, const std::vect
     if (accuracy && !reference) {
       std::vector<Tensor> args = in;
       for (const Tensor& w : model.captured) args.push_back(w.to(run.device));
-      AccuracyReport report = check_accuracy(model.graph, args, run.device, kAccuracyRtol, kAccuracyAtol);
+      AccuracyReport report =
+          check_accuracy(model.graph, device_tensors(args), run.device, kAccuracyRtol, kAccuracyAtol);
       std::printf("accuracy of %s's ops vs the cpu reference:\n%s", run.device.name().c_str(),
                   report.str().c_str());
       ok = report.ok();

@@ -1,5 +1,5 @@
 // Device naming, parsing and the best-device choice.
-#include "core/frontend/device.h"
+#include "backends/device.h"
 
 #include <cstdlib>
 
