@@ -4,7 +4,9 @@
 #include "backends/vulkan/vulkan_backend.h"
 
 #include <algorithm>
+#include <cctype>
 #include <cstdio>
+#include <cstdlib>
 #include <mutex>
 #include <optional>
 
@@ -46,7 +48,7 @@ std::string device_key(VkPhysicalDevice physical) {
 class VulkanBackendImpl : public VulkanBackend {
  public:
   VulkanBackendImpl(int index, const VulkanOptions& options)
-      : index_(index), instance_(validation_requested()) {
+      : index_(index), memory_limit_(options.memory_limit_bytes), instance_(validation_requested()) {
     std::string why;
     auto devices = instance_.usable_devices(&why);
     if (index < 0 || index >= int(devices.size()))
@@ -87,7 +89,11 @@ class VulkanBackendImpl : public VulkanBackend {
   BackendKind kind() const override { return BackendKind::Vulkan; }
   int index() const override { return index_; }
   std::string name() const override { return device_->name(); }
-  DeviceCaps caps() const override { return device_->caps(); }
+  DeviceCaps caps() const override {
+    DeviceCaps c = device_->caps();
+    if (memory_limit_) c.memory_bytes = std::min(c.memory_bytes, memory_limit_);
+    return c;
+  }
   bool supports(OpKind, DType dtype) const override {
     const DeviceCaps& c = device_->caps();
     if (dtype == DType::F64) return c.f64;
@@ -97,7 +103,13 @@ class VulkanBackendImpl : public VulkanBackend {
   }
 
   std::unique_ptr<Buffer> alloc(size_t bytes) override {
-    return std::make_unique<VulkanBuffer>(*device_, *allocator_, bytes);
+    try {
+      return std::make_unique<VulkanBuffer>(*device_, *allocator_, bytes);
+    } catch (const OutOfMemoryError&) {
+      // Buffers freed while queued eager launches still read them come back once those finish.
+      runner_.sync();
+      return std::make_unique<VulkanBuffer>(*device_, *allocator_, bytes);
+    }
   }
   // Eager launches are queued: a transfer touching a buffer they use waits for them first.
   void upload(Buffer& dst, const void* src, size_t bytes, size_t offset) override {
@@ -199,6 +211,7 @@ class VulkanBackendImpl : public VulkanBackend {
   }
 
   int index_;
+  size_t memory_limit_;
   Instance instance_;
   std::unique_ptr<VulkanDevice> device_;
   std::unique_ptr<MemoryAllocator> allocator_;
@@ -219,6 +232,23 @@ class VulkanBackendImpl : public VulkanBackend {
 
 std::unique_ptr<VulkanBackend> open_backend(int index, const VulkanOptions& options) {
   return std::make_unique<VulkanBackendImpl>(index, options);
+}
+
+VulkanOptions options_from_environment() {
+  VulkanOptions options;
+  const char* env = std::getenv("KILN_VULKAN_MEMORY_LIMIT");
+  if (!env || !*env) return options;
+  const std::string text = env;
+  size_t digits = 0;
+  while (digits < text.size() && std::isdigit(static_cast<unsigned char>(text[digits]))) ++digits;
+  const std::string unit = text.substr(digits);
+  const int shift = unit.empty() ? 0 : unit == "KiB" ? 10 : unit == "MiB" ? 20 : unit == "GiB" ? 30 : -1;
+  const uint64_t value = digits == 0 || digits > 15 ? 0 : std::stoull(text.substr(0, digits));
+  if (value == 0 || shift < 0 || value > (uint64_t(SIZE_MAX) >> shift))
+    throw Error("KILN_VULKAN_MEMORY_LIMIT='" + text + "': give a positive size in bytes, or with KiB, MiB "
+                "or GiB after it (512MiB)");
+  options.memory_limit_bytes = size_t(value) << shift;
+  return options;
 }
 
 }  // namespace vulkan
@@ -248,7 +278,9 @@ std::vector<DeviceEntry> enumerate_vulkan_devices(std::string* why_not) {
 
 BackendFactory vulkan_backend_factory() {
   return {BackendKind::Vulkan, enumerate_vulkan_devices,
-          [](int index) -> std::unique_ptr<Backend> { return vulkan::open_backend(index); }};
+          [](int index) -> std::unique_ptr<Backend> {
+            return vulkan::open_backend(index, vulkan::options_from_environment());
+          }};
 }
 
 }  // namespace kiln

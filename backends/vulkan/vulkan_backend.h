@@ -84,7 +84,15 @@ struct ShaderCompileStats {
 struct VulkanOptions {
   bool force_staging = false;            // copy through staging buffers even where memory is mappable
   size_t block_bytes = 64ull << 20;      // sub-allocator block size
+  // At most this much device memory for buffers, in all (0: as much as the heaps hold), as
+  // torch.cuda.set_per_process_memory_fraction caps a process on a shared GPU. The device opened
+  // through the registry takes it from KILN_VULKAN_MEMORY_LIMIT ("512MiB", "2GiB", bytes).
+  size_t memory_limit_bytes = 0;
 };
+
+// VulkanOptions from the environment (KILN_VULKAN_MEMORY_LIMIT); throws kiln::Error naming the
+// variable when its value does not parse.
+VulkanOptions options_from_environment();
 
 class VulkanBackend : public Backend {
  public:

@@ -33,7 +33,9 @@ std::string mib(VkDeviceSize bytes) {
 }  // namespace
 
 MemoryAllocator::MemoryAllocator(VulkanDevice& device, const VulkanOptions& options)
-    : device_(device), block_bytes_(std::max<VkDeviceSize>(options.block_bytes, 1 << 20)) {
+    : device_(device),
+      block_bytes_(std::max<VkDeviceSize>(options.block_bytes, 1 << 20)),
+      limit_(options.memory_limit_bytes) {
   const auto& mem = device.memory_properties();
   heap_reserved_.assign(mem.memoryHeapCount, 0);
   // Direct map when the biggest device-local heap is also host-visible and coherent (lavapipe,
@@ -53,6 +55,10 @@ MemoryAllocator::MemoryAllocator(VulkanDevice& device, const VulkanOptions& opti
   device_flags_ = direct_map_ ? unified : VkMemoryPropertyFlags(VK_MEMORY_PROPERTY_DEVICE_LOCAL_BIT);
   block_bytes_ = std::min<VkDeviceSize>(block_bytes_, mem.memoryHeaps[biggest_heap].size / 4);
   cache_limit_ = std::min<VkDeviceSize>(VkDeviceSize(1) << 30, mem.memoryHeaps[biggest_heap].size / 16);
+  if (limit_) {  // a small limit gets blocks and a cache in proportion
+    block_bytes_ = std::min(block_bytes_, std::max<VkDeviceSize>(limit_ / 4, 1 << 20));
+    cache_limit_ = std::min(cache_limit_, limit_ / 16);
+  }
 }
 
 MemoryAllocator::~MemoryAllocator() {
@@ -76,7 +82,7 @@ MemoryBlock* MemoryAllocator::new_block(uint32_t type, VkDeviceSize size, bool d
   VkDeviceSize heap_size = mem.memoryHeaps[heap].size;
   // Check against the heap ourselves: software drivers overcommit and would fail much later.
   if (heap_reserved_[heap] + size > heap_size)
-    throw Error("vulkan: out of device memory on " + device_.name() + ": need " + mib(size) +
+    throw OutOfMemoryError("vulkan: out of device memory on " + device_.name() + ": need " + mib(size) +
                 " more, " + mib(heap_reserved_[heap]) + " of the " + mib(heap_size) +
                 " heap already allocated; free buffers or use smaller batches");
   VkMemoryAllocateInfo info{VK_STRUCTURE_TYPE_MEMORY_ALLOCATE_INFO};
@@ -85,7 +91,7 @@ MemoryBlock* MemoryAllocator::new_block(uint32_t type, VkDeviceSize size, bool d
   auto block = std::make_unique<MemoryBlock>();
   VkResult r = vkAllocateMemory(device_.handle(), &info, nullptr, &block->memory);
   if (r == VK_ERROR_OUT_OF_DEVICE_MEMORY || r == VK_ERROR_OUT_OF_HOST_MEMORY)
-    throw Error("vulkan: out of device memory on " + device_.name() + " allocating " + mib(size) +
+    throw OutOfMemoryError("vulkan: out of device memory on " + device_.name() + " allocating " + mib(size) +
                 " (" + result_name(r) + "); " + mib(heap_reserved_[heap]) + " already allocated");
   check(r, "vkAllocateMemory");
   if (map) {
@@ -106,8 +112,21 @@ MemoryBlock* MemoryAllocator::new_block(uint32_t type, VkDeviceSize size, bool d
   return blocks_.back().get();
 }
 
+void MemoryAllocator::check_limit(VkDeviceSize size) const {
+  if (!limit_) return;
+  VkDeviceSize reserved = 0;  // device memory for buffers; staging does not count
+  for (const auto& b : blocks_)
+    if (!b->host) reserved += b->size;
+  if (reserved + size > limit_)
+    throw OutOfMemoryError("vulkan: out of device memory on " + device_.name() + ": need " + mib(size) + " more, " +
+                mib(reserved) + " of the " + mib(limit_) +
+                " limit (KILN_VULKAN_MEMORY_LIMIT) already allocated; free tensors, use smaller batches or "
+                "raise the limit");
+}
+
 MemoryBlock* MemoryAllocator::new_block_or_uncache(uint32_t type, VkDeviceSize size, bool dedicated) {
   try {
+    check_limit(size);
     return new_block(type, size, dedicated, direct_map_);
   } catch (const Error&) {
     if (cached_.empty()) throw;
@@ -115,6 +134,7 @@ MemoryBlock* MemoryAllocator::new_block_or_uncache(uint32_t type, VkDeviceSize s
   for (MemoryBlock* b : cached_) free_block(b);
   cached_.clear();
   cached_bytes_ = 0;
+  check_limit(size);
   return new_block(type, size, dedicated, direct_map_);
 }
 

@@ -50,9 +50,12 @@ class MemoryAllocator {
   MemoryBlock* new_block_or_uncache(uint32_t type, VkDeviceSize size, bool dedicated);
   void free_block(MemoryBlock* block);
   MemoryBlock* take_cached(uint32_t type, VkDeviceSize size);
+  // Throws when `size` more device memory would pass VulkanOptions::memory_limit_bytes.
+  void check_limit(VkDeviceSize size) const;
 
   VulkanDevice& device_;
   VkDeviceSize block_bytes_;
+  VkDeviceSize limit_ = 0;  // VulkanOptions::memory_limit_bytes; 0: none
   bool direct_map_ = false;
   VkMemoryPropertyFlags device_flags_ = 0;
   std::vector<std::unique_ptr<MemoryBlock>> blocks_;

@@ -31,12 +31,14 @@ std::vector<DeviceTensor> run_on_device(OpKind kind, const std::vector<DeviceTen
   std::vector<BufferView> in_views, out_views;
   for (size_t i = 0; i < inputs.size(); ++i)
     in_views.push_back({inputs[i].buffer.get(), in_types[i].dtype, static_dims(in_types[i].shape)});
-  for (const TensorType& t : out_types) {
-    outputs.push_back(DeviceTensor::allocate(t, device));
-    out_views.push_back({outputs.back().buffer.get(), t.dtype, static_dims(t.shape)});
-  }
-  try {
+  try {  // out of device memory for an output names the op too
+    for (const TensorType& t : out_types) {
+      outputs.push_back(DeviceTensor::allocate(t, device));
+      out_views.push_back({outputs.back().buffer.get(), t.dtype, static_dims(t.shape)});
+    }
     backend.execute(OpRun{kind, attrs, in_views, out_views});
+  } catch (const OutOfMemoryError& e) {
+    throw OutOfMemoryError(op_error(kind, in_types, where, e.what()));
   } catch (const Error& e) {
     throw Error(op_error(kind, in_types, where, e.what()));
   }

@@ -160,11 +160,19 @@ std::array<uint32_t, 3> PlannedProgram::groups_for(const Program* program, int64
 
 void PlannedProgram::prepare(const std::map<std::string, int64_t>& bindings) {
   if (stream_) stream_->sync();  // buffers below may be replaced while earlier launches read them
+  prepared_ = false;  // until the end: a throw below (out of memory) leaves nothing half prepared
   plan_for(bindings);
   for (size_t a = 0; a < plan_.arena_bytes.size(); ++a) {
-    if (a < arenas_.size() && arenas_[a]->bytes() >= plan_.arena_bytes[a]) continue;
+    if (a < arenas_.size() && arenas_[a] && arenas_[a]->bytes() >= plan_.arena_bytes[a]) continue;
     if (a >= arenas_.size()) arenas_.resize(a + 1);
-    arenas_[a] = backend_.alloc(plan_.arena_bytes[a]);
+    arenas_[a].reset();  // its memory may serve the bigger one
+    try {
+      arenas_[a] = backend_.alloc(plan_.arena_bytes[a]);
+    } catch (const OutOfMemoryError& e) {
+      throw OutOfMemoryError("compiled program on " + device_.name() + ": its memory plan for these input sizes needs " +
+                  std::to_string(plan_.planned_bytes) + " bytes of intermediates (arena " +
+                  std::to_string(a) + ": " + std::to_string(plan_.arena_bytes[a]) + " bytes): " + e.what());
+    }
   }
   launches_.clear();
   for (size_t k = 0; k < schedule_.size(); ++k) {
@@ -263,9 +271,16 @@ std::vector<DeviceTensor> PlannedProgram::run(const std::vector<DeviceTensor>& i
       continue;
     }
     const ProgramValue& out = values_[size_t(v)];
-    std::shared_ptr<Buffer> buffer = backend_.alloc(std::max<size_t>(bytes_of(v), 4));
+    const TensorType type{out.type.dtype, make_shape(concrete_dims(out.type.shape, bindings))};
+    std::shared_ptr<Buffer> buffer;
+    try {
+      buffer = backend_.alloc(std::max<size_t>(bytes_of(v), 4));
+    } catch (const OutOfMemoryError& e) {
+      throw OutOfMemoryError("compiled program on " + device_.name() + ": output " + std::to_string(i) + " " +
+                  type.str() + ": " + e.what());
+    }
     fresh.push_back(buffer);
-    results.push_back({{out.type.dtype, make_shape(concrete_dims(out.type.shape, bindings))}, device_, buffer});
+    results.push_back({type, device_, buffer});
   }
   // Graph outputs index `fresh` by output number; values_ keep the first output's number.
   auto bind_args = [&](const std::vector<int>& args) {

@@ -24,6 +24,13 @@ class GraphBreak : public Error {
   Loc where;
 };
 
+// A device ran out of memory (its heap, or the limit kiln was given): as torch.cuda.OutOfMemoryError,
+// a caller may free tensors and try again.
+class OutOfMemoryError : public Error {
+ public:
+  explicit OutOfMemoryError(const std::string& message) : Error(message) {}
+};
+
 // "file.cpp:12" with the directory stripped, as users read it in messages.
 std::string short_location(const Loc& loc);
 std::string short_path(const std::string& path);

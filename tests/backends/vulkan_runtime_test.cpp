@@ -465,6 +465,57 @@ TEST_F(VulkanRuntime, AllocationPastTheLimitThrowsLeaksNothingAndNextAllocationW
   expect_round_trip(*backend_, limit);  // exactly the limit is allowed
 }
 
+// A memory limit (KILN_VULKAN_MEMORY_LIMIT, here through VulkanOptions) runs out like a heap: the
+// allocation that would pass it throws with the sizes, none of it stays allocated, and once buffers
+// are freed the next allocation works. 40 MiB buffers are dedicated blocks: six fit in 256 MiB.
+TEST_F(VulkanRuntime, OutOfMemoryUnderALimitThrowsLeaksNothingAndFreeingRecovers) {
+  auto limited = vulkan::open_backend(0, {.memory_limit_bytes = 256 * kMiB});
+  EXPECT_EQ(limited->caps().memory_bytes, 256 * kMiB);
+  std::vector<std::unique_ptr<Buffer>> held;
+  std::string message;
+  while (message.empty() && held.size() < 16) {
+    const vulkan::MemoryStats before = limited->memory_stats();
+    try {
+      held.push_back(limited->alloc(40 * kMiB));
+    } catch (const OutOfMemoryError& e) {
+      message = e.what();
+      const vulkan::MemoryStats after = limited->memory_stats();
+      EXPECT_EQ(after.device_allocations, before.device_allocations);
+      EXPECT_EQ(after.buffers, before.buffers);
+      EXPECT_EQ(after.bytes_reserved, before.bytes_reserved);
+    }
+  }
+  EXPECT_EQ(held.size(), 6u);
+  EXPECT_NE(message.find("out of device memory"), std::string::npos) << message;
+  EXPECT_NE(message.find("need 40.0 MiB more, 240.0 MiB of the 256.0 MiB limit (KILN_VULKAN_MEMORY_LIMIT)"),
+            std::string::npos)
+      << message;
+  held.pop_back();
+  expect_round_trip(*limited, 40 * kMiB);
+  held.clear();
+  EXPECT_EQ(limited->memory_stats().buffers, 0u);
+}
+
+TEST(VulkanOptions, MemoryLimitComesFromTheEnvironmentAndABadValueNamesTheVariable) {
+  auto with = [](const char* value) {
+    setenv("KILN_VULKAN_MEMORY_LIMIT", value, 1);
+    try {
+      size_t bytes = vulkan::options_from_environment().memory_limit_bytes;
+      unsetenv("KILN_VULKAN_MEMORY_LIMIT");
+      return std::to_string(bytes);
+    } catch (const Error& e) {
+      unsetenv("KILN_VULKAN_MEMORY_LIMIT");
+      return std::string(e.what());
+    }
+  };
+  EXPECT_EQ(with("512MiB"), std::to_string(512 * kMiB));
+  EXPECT_EQ(with("2GiB"), std::to_string(size_t(2) << 30));
+  EXPECT_EQ(with("4096"), "4096");
+  for (const char* bad : {"0", "512MB", "-1", "MiB", "1.5GiB", "99999999999999999999"})
+    EXPECT_NE(with(bad).find("KILN_VULKAN_MEMORY_LIMIT='"), std::string::npos) << bad;
+  EXPECT_EQ(vulkan::options_from_environment().memory_limit_bytes, 0u);
+}
+
 // A freed big buffer's memory serves the next buffer of about its size (eager code frees and
 // allocates same-sized activations every call); a much bigger one still gets fresh memory.
 TEST_F(VulkanRuntime, FreedBigBuffersAreReusedForTheNextOfTheirSize) {

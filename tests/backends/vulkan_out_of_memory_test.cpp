@@ -1,0 +1,83 @@
+// Out of device memory as a user meets it: eager ops and a compiled function on a Vulkan device
+// opened with a 64 MiB limit (what KILN_VULKAN_MEMORY_LIMIT=64MiB gives the default device). The
+// error names the op and its line, or the compiled program and what it needed; nothing of the
+// failed call stays allocated; once the user frees tensors the same calls work.
+#include <gtest/gtest.h>
+
+#include <string>
+#include <vector>
+
+#include <kiln/kiln.h>
+
+#include "backends/vulkan/vulkan_backend.h"
+#include "runtime/runtime_test_util.h"
+
+namespace kiln {
+namespace {
+
+constexpr size_t kMiB = size_t(1) << 20;
+
+// vulkan:9, the first Vulkan device again, opened once with the limit.
+Device limited_device() {
+  static const Device device = [] {
+    install_backend(BackendKind::Vulkan, 9, vulkan::open_backend(0, {.memory_limit_bytes = 64 * kMiB}));
+    return Device(BackendKind::Vulkan, 9);
+  }();
+  return device;
+}
+
+vulkan::MemoryStats stats(Device device) {
+  return dynamic_cast<vulkan::VulkanBackend&>(device.backend()).memory_stats();
+}
+
+// Holds 4 MiB results of `make` until one fails; returns its message (empty if none did).
+template <class Make>
+std::string fill_until_out_of_memory(std::vector<Tensor>& held, Make make) {
+  for (int i = 0; i < 32; ++i) {
+    const vulkan::MemoryStats before = stats(limited_device());
+    try {
+      held.push_back(make(float(i)));
+    } catch (const OutOfMemoryError& e) {  // a kiln::Error a caller can tell apart
+      const vulkan::MemoryStats after = stats(limited_device());
+      EXPECT_EQ(after.buffers, before.buffers) << "the failed call kept a buffer";
+      return e.what();
+    }
+  }
+  return {};
+}
+
+TEST(OutOfMemory, AnEagerOpNamesItselfAndItsLineAndTheNextOpWorks) {
+  KILN_REQUIRE_VULKAN(vk);
+  const Device dev = limited_device();
+  const Tensor a = full({1024, 1024}, 1.0, DType::F32, dev), b = full({1024, 1024}, 2.0, DType::F32, dev);  // 4 MiB each
+  std::vector<Tensor> held;
+  const int line = __LINE__ + 1;
+  std::string message = fill_until_out_of_memory(held, [&](float) { return a + b; });
+  ASSERT_FALSE(message.empty()) << "64 MiB never ran out";
+  EXPECT_NE(message.find("op 'add' (f32[1024,1024], f32[1024,1024])"), std::string::npos) << message;
+  EXPECT_NE(message.find("vulkan_out_of_memory_test.cpp:" + std::to_string(line)), std::string::npos)
+      << message;
+  EXPECT_NE(message.find("of the 64.0 MiB limit (KILN_VULKAN_MEMORY_LIMIT)"), std::string::npos) << message;
+  held.clear();
+  EXPECT_EQ((a + b).to_vector<float>()[12345], 3.0f);
+}
+
+TEST(OutOfMemory, ACompiledFunctionNamesItsOutputAndRunsOnceMemoryIsFreed) {
+  KILN_REQUIRE_VULKAN(vk);
+  const Device dev = limited_device();
+  auto f = compile([](const Tensor& x) { return relu(x * 2.0 - 1.0); });
+  const Tensor a = full({1024, 1024}, 1.0, DType::F32, dev);
+  EXPECT_EQ(f(a).to_vector<float>()[7], 1.0f);  // compiled while memory is free
+  std::vector<Tensor> held;
+  std::string message = fill_until_out_of_memory(held, [&](float) { return f(a); });
+  ASSERT_FALSE(message.empty()) << "64 MiB never ran out";
+  EXPECT_NE(message.find("compiled program on vulkan:9: output 0 f32[1024,1024]: vulkan: out of device memory"),
+            std::string::npos)
+      << message;
+  held.clear();
+  EXPECT_EQ(f(a).to_vector<float>()[7], 1.0f);
+  EXPECT_EQ(f.stats().compiles, 1);
+}
+
+}  // namespace
+}  // namespace kiln
