@@ -83,16 +83,17 @@ MemoryBlock* MemoryAllocator::new_block(uint32_t type, VkDeviceSize size, bool d
   // Check against the heap ourselves: software drivers overcommit and would fail much later.
   if (heap_reserved_[heap] + size > heap_size)
     throw OutOfMemoryError("vulkan: out of device memory on " + device_.name() + ": need " + mib(size) +
-                " more, " + mib(heap_reserved_[heap]) + " of the " + mib(heap_size) +
-                " heap already allocated; free buffers or use smaller batches");
+                           " more, " + mib(heap_reserved_[heap]) + " of the " + mib(heap_size) +
+                           " heap already allocated; free buffers or use smaller batches");
   VkMemoryAllocateInfo info{VK_STRUCTURE_TYPE_MEMORY_ALLOCATE_INFO};
   info.allocationSize = size;
   info.memoryTypeIndex = type;
   auto block = std::make_unique<MemoryBlock>();
   VkResult r = vkAllocateMemory(device_.handle(), &info, nullptr, &block->memory);
   if (r == VK_ERROR_OUT_OF_DEVICE_MEMORY || r == VK_ERROR_OUT_OF_HOST_MEMORY)
-    throw OutOfMemoryError("vulkan: out of device memory on " + device_.name() + " allocating " + mib(size) +
-                " (" + result_name(r) + "); " + mib(heap_reserved_[heap]) + " already allocated");
+    throw OutOfMemoryError("vulkan: out of device memory on " + device_.name() + " allocating " +
+                           mib(size) + " (" + result_name(r) + "); " + mib(heap_reserved_[heap]) +
+                           " already allocated");
   check(r, "vkAllocateMemory");
   if (map) {
     void* ptr = nullptr;
@@ -118,10 +119,10 @@ void MemoryAllocator::check_limit(VkDeviceSize size) const {
   for (const auto& b : blocks_)
     if (!b->host) reserved += b->size;
   if (reserved + size > limit_)
-    throw OutOfMemoryError("vulkan: out of device memory on " + device_.name() + ": need " + mib(size) + " more, " +
-                mib(reserved) + " of the " + mib(limit_) +
-                " limit (KILN_VULKAN_MEMORY_LIMIT) already allocated; free tensors, use smaller batches or "
-                "raise the limit");
+    throw OutOfMemoryError("vulkan: out of device memory on " + device_.name() + ": need " + mib(size) +
+                           " more, " + mib(reserved) + " of the " + mib(limit_) +
+                           " limit (KILN_VULKAN_MEMORY_LIMIT) already allocated; free tensors, use "
+                           "smaller batches or raise the limit");
 }
 
 MemoryBlock* MemoryAllocator::new_block_or_uncache(uint32_t type, VkDeviceSize size, bool dedicated) {

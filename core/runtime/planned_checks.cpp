@@ -48,7 +48,7 @@ std::vector<PlannedLaunch> PlannedProgram::launches() const {
 }
 
 std::vector<DeviceTensor> PlannedProgram::run_profiled(const std::vector<DeviceTensor>& inputs,
-                                                 std::vector<LaunchTiming>& timings) {
+                                                       std::vector<LaunchTiming>& timings) {
   timings.clear();
   if (stream_) {
     stream_->sync();
@@ -88,7 +88,7 @@ std::vector<DeviceTensor> PlannedProgram::run_profiled(const std::vector<DeviceT
 }
 
 std::map<int, DeviceTensor> PlannedProgram::read_values(const std::vector<int>& value_numbers,
-                                                  const std::function<Binding(int)>& where) const {
+                                                        const std::function<Binding(int)>& where) const {
   std::map<int, DeviceTensor> out;
   for (int v : value_numbers) {
     const ProgramValue& info = values_[size_t(v)];

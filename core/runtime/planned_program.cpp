@@ -169,9 +169,11 @@ void PlannedProgram::prepare(const std::map<std::string, int64_t>& bindings) {
     try {
       arenas_[a] = backend_.alloc(plan_.arena_bytes[a]);
     } catch (const OutOfMemoryError& e) {
-      throw OutOfMemoryError("compiled program on " + device_.name() + ": its memory plan for these input sizes needs " +
-                  std::to_string(plan_.planned_bytes) + " bytes of intermediates (arena " +
-                  std::to_string(a) + ": " + std::to_string(plan_.arena_bytes[a]) + " bytes): " + e.what());
+      throw OutOfMemoryError("compiled program on " + device_.name() +
+                             ": its memory plan for these input sizes needs " +
+                             std::to_string(plan_.planned_bytes) + " bytes of intermediates (arena " +
+                             std::to_string(a) + ": " + std::to_string(plan_.arena_bytes[a]) +
+                             " bytes): " + e.what());
     }
   }
   launches_.clear();
@@ -276,8 +278,8 @@ std::vector<DeviceTensor> PlannedProgram::run(const std::vector<DeviceTensor>& i
     try {
       buffer = backend_.alloc(std::max<size_t>(bytes_of(v), 4));
     } catch (const OutOfMemoryError& e) {
-      throw OutOfMemoryError("compiled program on " + device_.name() + ": output " + std::to_string(i) + " " +
-                  type.str() + ": " + e.what());
+      throw OutOfMemoryError("compiled program on " + device_.name() + ": output " + std::to_string(i) +
+                             " " + type.str() + ": " + e.what());
     }
     fresh.push_back(buffer);
     results.push_back({type, device_, buffer});

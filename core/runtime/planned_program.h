@@ -111,7 +111,7 @@ class PlannedProgram : public DeviceProgram {
   void run_kernels_checked(const std::function<std::vector<Binding>(const std::vector<int>&)>& bind_args);
   std::vector<int64_t> dims_of(const Shape& shape) const;  // at bindings_
   std::map<int, DeviceTensor> read_values(const std::vector<int>& value_numbers,
-                                    const std::function<Binding(int)>& where) const;
+                                          const std::function<Binding(int)>& where) const;
 
   Device device_;
   Backend& backend_;

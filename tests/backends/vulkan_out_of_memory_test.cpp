@@ -49,7 +49,8 @@ std::string fill_until_out_of_memory(std::vector<Tensor>& held, Make make) {
 TEST(OutOfMemory, AnEagerOpNamesItselfAndItsLineAndTheNextOpWorks) {
   KILN_REQUIRE_VULKAN(vk);
   const Device dev = limited_device();
-  const Tensor a = full({1024, 1024}, 1.0, DType::F32, dev), b = full({1024, 1024}, 2.0, DType::F32, dev);  // 4 MiB each
+  const Tensor a = full({1024, 1024}, 1.0, DType::F32, dev);  // 4 MiB
+  const Tensor b = full({1024, 1024}, 2.0, DType::F32, dev);
   std::vector<Tensor> held;
   const int line = __LINE__ + 1;
   std::string message = fill_until_out_of_memory(held, [&](float) { return a + b; });
