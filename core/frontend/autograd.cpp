@@ -204,11 +204,8 @@ void backward_in_trace(const Tensor& loss, const Tensor& gradient) {
   for (size_t i = 0; i < leaves.size(); ++i) {
     Tensor g = tracer.tensor_of(grads[i]);
     Tensor before = leaves[i].grad();
-    if (before.defined() && !before.is_traced())
-      throw Error("in a compiled function: a " + leaves[i].type().str() + " parameter already holds a "
-                  "gradient from before the call; accumulating across compiled calls is not supported yet, "
-                  "call zero_grad() in the step");
-    if (before.defined()) g = before + g;
+    if (!tracer.wrote_grad(leaves[i])) tracer.record_grad_start(leaves[i], before.defined());
+    if (before.defined()) g = before + g;  // an eager gradient from before the call is captured
     tracer.write_grad(leaves[i], g);
     leaves[i].impl().grad = g.impl_ptr();
   }

@@ -62,6 +62,7 @@ struct Trace {
   std::vector<TensorGuard> tensors;  // by argument index
   size_t outputs = 0;                // the function's own; writes-back follow
   std::vector<WriteBack> writes;
+  std::vector<Tracer::GradStart> grad_starts;  // gradients a backward adds to, as the call starts
 };
 
 // "x.cpp:12 [fc]": where the graph first reads `value`.
@@ -419,6 +420,7 @@ Trace Engine::State::trace_once(std::span<const ArgView> args, TraceFn trace,
   result.outputs = tracer.graph().outputs().size();
   result.writes = functionalize(tracer);
   result.captured = tracer.captured();
+  result.grad_starts = tracer.grad_starts();
   result.decisions = std::move(recorder.decisions);
   result.graph = std::move(tracer.graph());
   return result;
@@ -439,6 +441,8 @@ EntryGuards Engine::State::make_guards(std::span<const ArgView> args,
     g.module_sizes[i] = modules[i].size();
     if (args[i].kind == ArgKind::Module) g.module_modes[i] = training_modes(*args[i].module);
   }
+  std::vector<const TensorImpl*> captured_impls;  // the loop below moves the handles out
+  for (const auto& [value, tensor] : trace.captured) captured_impls.push_back(&tensor.impl());
   for (size_t k = 0; k < trace.captured.size(); ++k) {
     auto& [value, tensor] = trace.captured[k];
     CaptureSource c;
@@ -464,11 +468,32 @@ EntryGuards Engine::State::make_guards(std::span<const ArgView> args,
     }
     g.captures.push_back(std::move(c));
   }
+  // A backward that adds to a parameter's gradient from before the call: the parameter's capture
+  // guards whether it is defined, and the gradient (captured when it was) is read from the
+  // parameter at each call rather than kept as the handle the trace saw.
+  auto capture_of = [&](const TensorImpl* impl) {
+    auto it = std::find(captured_impls.begin(), captured_impls.end(), impl);
+    return it == captured_impls.end() ? -1 : int(it - captured_impls.begin());
+  };
+  for (const Tracer::GradStart& start : trace.grad_starts) {
+    const int param = capture_of(&start.target.impl());
+    if (param < 0) continue;  // not read by the program: its gradient is only written
+    g.captures[size_t(param)].grad_defined = start.defined ? 1 : 0;
+    const int grad = start.defined ? capture_of(start.target.impl().grad.get()) : -1;
+    if (grad < 0) continue;
+    CaptureSource& c = g.captures[size_t(grad)];
+    c.grad_of = param;
+    c.from_module = false;
+    c.fixed = Tensor();
+    c.name = g.captures[size_t(param)].name + ".grad";
+    trace.captured[size_t(grad)].first->name = c.name;
+  }
   trace.captured.clear();
+  trace.grad_starts.clear();
   // Now that the tracer is gone, a count above one means someone else owns the tensor (a module
   // reached through a lambda capture): if that owner later lets go, the copy here is stale.
   for (CaptureSource& c : g.captures)
-    if (!c.from_module) c.owned_elsewhere = c.fixed.impl_ptr().use_count() > 1;
+    if (!c.from_module && c.grad_of < 0) c.owned_elsewhere = c.fixed.impl_ptr().use_count() > 1;
   return g;
 }
 

@@ -121,6 +121,7 @@ std::optional<std::string> EntryGuards::check(std::span<const ArgView> args,
   }
 
   for (const CaptureSource& c : captures) {
+    if (c.grad_of >= 0) continue;  // read from its parameter, whose gradient is guarded below
     if (c.from_module) {
       const auto& [name, slot] = modules[c.arg][c.index];
       const Tensor& t = *slot;
@@ -138,6 +139,17 @@ std::optional<std::string> EntryGuards::check(std::span<const ArgView> args,
              ") was replaced or released by its owner (load_state_dict or Module::to on a module "
              "the function reaches without taking it as an argument?)";
     }
+  }
+
+  for (size_t k = 0; k < captures.size(); ++k) {
+    const CaptureSource& c = captures[k];
+    if (c.grad_defined < 0 || (capture_tensor(k, modules).impl().grad != nullptr) == (c.grad_defined == 1))
+      continue;
+    const std::string which = c.from_module ? arg_name(c.arg) + " (module) '" + c.name + "'" : "'" + c.name + "'";
+    return "the gradient of " + which + " was " + (c.grad_defined ? "defined" : "undefined") +
+           " when compiled, now " + (c.grad_defined ? "undefined" : "defined") +
+           "; the step's backward adds to it, as an eager backward does (zero_grad() in the step starts "
+           "it from nothing at every call)";
   }
 
   for (const DecisionGuard& d : decisions) {
@@ -169,9 +181,14 @@ std::vector<Tensor> EntryGuards::program_inputs(std::span<const ArgView> args,
   inputs.reserve(args.size() + captures.size());
   for (const ArgView& a : args)
     if (a.kind == ArgKind::Tensor && a.tensor->defined()) inputs.push_back(*a.tensor);
-  for (const CaptureSource& c : captures)
-    inputs.push_back(c.from_module ? *modules[c.arg][c.index].second : c.fixed);
+  for (size_t k = 0; k < captures.size(); ++k) inputs.push_back(capture_tensor(k, modules));
   return inputs;
+}
+
+Tensor EntryGuards::capture_tensor(size_t k, const std::vector<ModuleTensors>& modules) const {
+  const CaptureSource& c = captures[k];
+  if (c.grad_of >= 0) return Tensor(capture_tensor(size_t(c.grad_of), modules).impl().grad);
+  return c.from_module ? *modules[c.arg][c.index].second : c.fixed;
 }
 
 }  // namespace kiln::compile_detail

@@ -39,6 +39,12 @@ struct CaptureSource {
   Device device;
   Tensor fixed;          // !from_module: the handle the trace captured
   bool owned_elsewhere = false;  // !from_module: someone besides the trace held it when compiled
+  // Training steps: the gradient of capture `grad_of`, read from it at each call (what a backward
+  // without zero_grad adds to); -1 for any other tensor.
+  int grad_of = -1;
+  // Training steps: whether this parameter's gradient was defined when compiled, for a backward
+  // that adds to it (1, 0); -1 when the trace does not depend on it.
+  int grad_defined = -1;
 };
 
 // A shape decision (`x.shape(0) > 10`) and the module scope it was made in.
@@ -67,6 +73,8 @@ struct EntryGuards {
   // the module arguments so replaced weights are used).
   std::vector<Tensor> program_inputs(std::span<const ArgView> args,
                                      const std::vector<ModuleTensors>& modules) const;
+  // Capture k's tensor for this call.
+  Tensor capture_tensor(size_t k, const std::vector<ModuleTensors>& modules) const;
 };
 
 // "s0 > 10 at model.cpp:12 [encoder.0]"

@@ -28,10 +28,14 @@ void Tracer::write(const Tensor& target, const Tensor& value) {
 }
 
 void Tracer::write_grad(const Tensor& target, const Tensor& grad) {
-  bool seen = false;
-  for (const auto& [t, before] : grads_before_) seen = seen || t.impl_ptr() == target.impl_ptr();
-  if (!seen) grads_before_.emplace_back(target, target.impl().grad);
+  if (!wrote_grad(target)) grads_before_.emplace_back(target, target.impl().grad);
   writes_.push_back({target, grad.defined() ? value_of(grad) : nullptr, true});
+}
+
+bool Tracer::wrote_grad(const Tensor& target) const {
+  for (const auto& [t, before] : grads_before_)
+    if (t.impl_ptr() == target.impl_ptr()) return true;
+  return false;
 }
 
 Tensor Tracer::tensor_of(Value* value) {

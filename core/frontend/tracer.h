@@ -43,6 +43,18 @@ class Tracer : public GuardSink {
   void write(const Tensor& target, const Tensor& value);
   void write_grad(const Tensor& target, const Tensor& grad);
   const std::vector<Write>& writes() const { return writes_; }
+  // Whether this trace already wrote `target`'s gradient (then the trace, not the call, decides
+  // what a backward adds to).
+  bool wrote_grad(const Tensor& target) const;
+  // A backward in the trace adds to the gradient `target` has when the call starts, as eagerly:
+  // whether that gradient is defined decides the graph, so the compiled entry guards it, and a
+  // defined one is read at each call.
+  struct GradStart {
+    Tensor target;
+    bool defined = false;
+  };
+  void record_grad_start(const Tensor& target, bool defined) { grad_starts_.push_back({target, defined}); }
+  const std::vector<GradStart>& grad_starts() const { return grad_starts_; }
   // Binds eager tensor t as a graph input (what value_of does the first time t is read).
   Value* captured_input(const Tensor& t);
   // A traced tensor standing for `value`, a value of this trace (a gradient the trace built).
@@ -70,6 +82,7 @@ class Tracer : public GuardSink {
   std::vector<std::weak_ptr<TensorImpl>> made_;
   std::vector<Write> writes_;
   std::vector<std::pair<Tensor, std::shared_ptr<TensorImpl>>> grads_before_;
+  std::vector<GradStart> grad_starts_;
 };
 
 // The tracer of the compiled function being traced on this thread (not a lazy segment's), or null:
