@@ -181,6 +181,7 @@ class VulkanBackendImpl : public VulkanBackend {
   void eager_sync() override { runner_.sync(); }
   void synchronize() override { runner_.sync(); }
   void debug_message(const std::string& text) override { instance_.submit_message(text); }
+  void simulate_device_loss() override { device_->simulate_loss(); }
   std::string driver_info() const override {
     VkPhysicalDeviceDriverProperties driver{VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_DRIVER_PROPERTIES};
     VkPhysicalDeviceProperties2 props{VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_PROPERTIES_2};

@@ -107,6 +107,9 @@ class VulkanBackend : public Backend {
   virtual void eager_sync() = 0;
   // Sends a warning through the validation messenger, to prove messages are collected.
   virtual void debug_message(const std::string& text) = 0;
+  // Test hook: the next wait for the device reports VK_ERROR_DEVICE_LOST, as a GPU reset or a
+  // driver crash would; the device then stays lost.
+  virtual void simulate_device_loss() = 0;
 };
 
 std::unique_ptr<VulkanBackend> open_backend(int index, const VulkanOptions& options = {});

@@ -4,6 +4,7 @@
 
 #include <vulkan/vulkan.h>
 
+#include <atomic>
 #include <mutex>
 #include <string>
 #include <vector>
@@ -61,10 +62,14 @@ class VulkanDevice {
   uint32_t timestamp_valid_bits() const { return timestamp_valid_bits_; }
   bool scalar_block_layout() const { return scalar_block_layout_; }
 
-  // Submits under the queue lock (queues need external synchronization) and waits on `fence`
-  // when asked.
-  void submit(VkCommandBuffer cmd, VkFence fence);
+  // Submits under the queue lock (queues need external synchronization); `what` (the work, for
+  // messages) is named if the device is lost. Throws DeviceLostError once the device was lost.
+  void submit(VkCommandBuffer cmd, VkFence fence, const std::string& what);
+  // Waits for `fence`; a lost device throws DeviceLostError naming `what` was running.
+  void wait(VkFence fence, const std::string& what);
   void wait_idle();
+  // Test hook: the next wait reports VK_ERROR_DEVICE_LOST, as a GPU reset or driver crash would.
+  void simulate_loss() { simulate_loss_ = true; }
 
  private:
   VkPhysicalDevice physical_;
@@ -78,6 +83,10 @@ class VulkanDevice {
   DeviceCaps caps_;
   std::string name_;
   std::mutex queue_mutex_;
+  std::atomic<bool> simulate_loss_{false};
+  std::string lost_;  // why the device is lost (under queue_mutex_); empty while it works
+
+  [[noreturn]] void lose(const std::string& when);
 };
 
 }  // namespace kiln::vulkan

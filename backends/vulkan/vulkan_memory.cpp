@@ -370,8 +370,8 @@ void Transfer::copy(VkBuffer from, VkDeviceSize from_offset, VkBuffer to, VkDevi
                        &barrier, 0, nullptr, 0, nullptr);
   check(vkEndCommandBuffer(cmd_), "vkEndCommandBuffer");
   check(vkResetFences(device_.handle(), 1, &fence_), "vkResetFences");
-  device_.submit(cmd_, fence_);
-  check(vkWaitForFences(device_.handle(), 1, &fence_, VK_TRUE, UINT64_MAX), "vkWaitForFences");
+  device_.submit(cmd_, fence_, "a staging copy");
+  device_.wait(fence_, "a staging copy");
 }
 
 void Transfer::upload(VulkanBuffer& dst, const void* src, size_t bytes, size_t offset) {

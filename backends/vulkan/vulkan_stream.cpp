@@ -104,17 +104,32 @@ void CommandStream::end(Batch& batch) {
   batch.open = false;
 }
 
+// "3 launches, the last 'fused_mul_log'": what a batch runs, for a lost device's message.
+std::string CommandStream::describe(const Batch& batch) const {
+  if (batch.names.empty()) return "a batch of no launches";
+  return std::to_string(batch.names.size()) + (batch.names.size() == 1 ? " launch" : " launches") +
+         ", the last '" + batch.names.back() + "'";
+}
+
 void CommandStream::submit(Batch& batch) {
   check(vkResetFences(device_.handle(), 1, &batch.fence), "vkResetFences");
-  device_.submit(batch.cmd, batch.fence);
+  try {
+    device_.submit(batch.cmd, batch.fence, describe(batch));
+  } catch (const DeviceLostError& e) {
+    throw DeviceLostError(e.what(), batch.names.empty() ? "" : batch.names.back());
+  }
   batch.pending = true;
   ++stats_.submits;
 }
 
 void CommandStream::wait(Batch& batch) {
   if (!batch.pending) return;
-  check(vkWaitForFences(device_.handle(), 1, &batch.fence, VK_TRUE, UINT64_MAX), "vkWaitForFences");
-  batch.pending = false;
+  batch.pending = false;  // a lost device does not run it either
+  try {
+    device_.wait(batch.fence, describe(batch));
+  } catch (const DeviceLostError& e) {
+    throw DeviceLostError(e.what(), batch.names.empty() ? "" : batch.names.back());
+  }
   if (&batch != recorded_.get()) batch.held.clear();  // a recorded batch runs again at replay()
   if (!timestamps_ || batch.names.empty()) return;
   const double ns_per_tick = device_.properties().limits.timestampPeriod;

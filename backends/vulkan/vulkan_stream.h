@@ -42,6 +42,7 @@ class CommandStream : public VulkanStream {
   void end(Batch& batch);
   void submit(Batch& batch);
   void wait(Batch& batch);
+  std::string describe(const Batch& batch) const;
   void record(Batch& batch, const Launch& launch);
   // The view a texel-buffer binding reads `buffer` through from `offset` on; throws kiln::Error past
   // the device's texel-buffer alignment or size limits.

@@ -47,6 +47,21 @@ std::vector<PlannedLaunch> PlannedProgram::launches() const {
   return out;
 }
 
+std::string PlannedProgram::lost_kernel_text(const DeviceLostError& lost) const {
+  for (auto l = launches_.rbegin(); l != launches_.rend(); ++l) {
+    if (l->kernel < 0 || programs_.info(l->program).name != lost.last_launch()) continue;
+    const PlannedKernel& k = kernels_[size_t(l->kernel)];
+    std::string ops;
+    for (size_t i = 0; i < k.nodes.size() && i < 8; ++i)
+      ops += "\n    " + std::string(op_name(k.nodes[i].kind)) + " at " + k.nodes[i].provenance.str();
+    if (k.nodes.size() > 8) ops += "\n    (" + std::to_string(k.nodes.size() - 8) + " more)";
+    return "compiled program on " + device_.name() + ": the device was lost while kernel " +
+           std::to_string(l->kernel) + " '" + k.name + "' ran (the last launched), which computes:" + ops +
+           "\n  " + lost.what();
+  }
+  return "compiled program on " + device_.name() + ": " + lost.what();
+}
+
 std::vector<DeviceTensor> PlannedProgram::run_profiled(const std::vector<DeviceTensor>& inputs,
                                                        std::vector<LaunchTiming>& timings) {
   timings.clear();

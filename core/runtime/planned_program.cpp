@@ -254,6 +254,14 @@ void PlannedProgram::launch(const LaunchPlan& plan, const std::vector<Binding>& 
 }
 
 std::vector<DeviceTensor> PlannedProgram::run(const std::vector<DeviceTensor>& inputs) {
+  try {
+    return launch_run(inputs);
+  } catch (const DeviceLostError& e) {
+    throw DeviceLostError(lost_kernel_text(e), e.last_launch());
+  }
+}
+
+std::vector<DeviceTensor> PlannedProgram::launch_run(const std::vector<DeviceTensor>& inputs) {
   std::map<std::string, int64_t> bindings = bind(inputs);
   if (!prepared_ || bindings != bindings_) prepare(bindings);
   if (!stream_) stream_ = backend_.create_stream();

@@ -20,6 +20,7 @@
 #include "core/runtime/memory_plan.h"
 #include "core/runtime/program.h"
 #include "core/runtime/program_memory.h"
+#include "core/support/error.h"
 
 namespace kiln {
 
@@ -53,6 +54,7 @@ class PlannedProgram : public DeviceProgram {
   PlannedProgram(ProgramStages stages, Device device, const ProgramOptions& options = {});
   ~PlannedProgram() override;
 
+  // A lost device (DeviceLostError) is reported with the kernel that was running and its ops' lines.
   std::vector<DeviceTensor> run(const std::vector<DeviceTensor>& inputs) override;
   const ProgramStats& stats() const override { return stats_; }
 
@@ -94,6 +96,10 @@ class PlannedProgram : public DeviceProgram {
     size_t offset;
   };
 
+  std::vector<DeviceTensor> launch_run(const std::vector<DeviceTensor>& inputs);
+  // DeviceLostError's message with the kernel that launched last and its ops' source lines
+  // (planned_checks.cpp).
+  std::string lost_kernel_text(const DeviceLostError& lost) const;
   const Program& program_for(const ProgramStep& step);
   std::optional<LaunchPlan> template_launch(const ProgramKernel& ks,
                                             const std::map<std::string, int64_t>& bindings);

@@ -31,6 +31,19 @@ class OutOfMemoryError : public Error {
   explicit OutOfMemoryError(const std::string& message) : Error(message) {}
 };
 
+// A device stopped responding (a GPU reset, a driver crash: VK_ERROR_DEVICE_LOST) while it ran
+// `what` says; it stays lost, and every later use of it raises this again.
+class DeviceLostError : public Error {
+ public:
+  explicit DeviceLostError(const std::string& message, std::string last_launch = {})
+      : Error(message), last_launch_(std::move(last_launch)) {}
+  // The program launched last before the loss (the kernel most likely running), or "".
+  const std::string& last_launch() const { return last_launch_; }
+
+ private:
+  std::string last_launch_;
+};
+
 // "file.cpp:12" with the directory stripped, as users read it in messages.
 std::string short_location(const Loc& loc);
 std::string short_path(const std::string& path);

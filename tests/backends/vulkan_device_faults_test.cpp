@@ -1,9 +1,15 @@
-// Out of device memory as a user meets it: eager ops and a compiled function on a Vulkan device
-// opened with a 64 MiB limit (what KILN_VULKAN_MEMORY_LIMIT=64MiB gives the default device). The
-// error names the op and its line, or the compiled program and what it needed; nothing of the
-// failed call stays allocated; once the user frees tensors the same calls work.
+// Device faults as a user meets them, each on a Vulkan device of its own (the first device opened
+// again), so the others stay healthy:
+// - out of memory, under a 64 MiB limit (what KILN_VULKAN_MEMORY_LIMIT=64MiB gives the default
+//   device): the error names the op and its line, or the compiled program and what it needed;
+//   nothing of the failed call stays allocated; once the user frees tensors the same calls work.
+// - a lost device (simulated: the next wait reports VK_ERROR_DEVICE_LOST): the error names the
+//   compiled kernel that ran last and its ops' lines; the device stays lost, later calls fail at
+//   once, and other devices go on.
 #include <gtest/gtest.h>
 
+#include <cmath>
+#include <cstdio>
 #include <string>
 #include <vector>
 
@@ -56,7 +62,7 @@ TEST(OutOfMemory, AnEagerOpNamesItselfAndItsLineAndTheNextOpWorks) {
   std::string message = fill_until_out_of_memory(held, [&](float) { return a + b; });
   ASSERT_FALSE(message.empty()) << "64 MiB never ran out";
   EXPECT_NE(message.find("op 'add' (f32[1024,1024], f32[1024,1024])"), std::string::npos) << message;
-  EXPECT_NE(message.find("vulkan_out_of_memory_test.cpp:" + std::to_string(line)), std::string::npos)
+  EXPECT_NE(message.find("vulkan_device_faults_test.cpp:" + std::to_string(line)), std::string::npos)
       << message;
   EXPECT_NE(message.find("of the 64.0 MiB limit (KILN_VULKAN_MEMORY_LIMIT)"), std::string::npos) << message;
   held.clear();
@@ -78,6 +84,39 @@ TEST(OutOfMemory, ACompiledFunctionNamesItsOutputAndRunsOnceMemoryIsFreed) {
   held.clear();
   EXPECT_EQ(f(a).to_vector<float>()[7], 1.0f);
   EXPECT_EQ(f.stats().compiles, 1);
+}
+
+TEST(DeviceLost, TheCompiledKernelRunningIsNamedWithItsLinesAndOtherDevicesGoOn) {
+  KILN_REQUIRE_VULKAN(vk);
+  install_backend(BackendKind::Vulkan, 8, vulkan::open_backend(0));
+  const Device dev(BackendKind::Vulkan, 8);
+  const int line = __LINE__ + 1;
+  auto f = compile([](const Tensor& x) { return log(x * 2.0 + 1.0); });
+  const Tensor x = full({64}, 1.0, DType::F32, dev);
+  EXPECT_NEAR(f(x).to_vector<float>()[0], std::log(3.0f), 1e-6f);
+
+  dynamic_cast<vulkan::VulkanBackend&>(dev.backend()).simulate_device_loss();
+  std::string message;
+  try {
+    f(x);
+  } catch (const DeviceLostError& e) {
+    message = e.what();
+  }
+  ASSERT_FALSE(message.empty()) << "the lost device went unnoticed";
+  std::printf("%s\n", message.c_str());
+  EXPECT_NE(message.find("compiled program on vulkan:8: the device was lost while kernel 0 'fused_"),
+            std::string::npos)
+      << message;
+  EXPECT_NE(message.find("log at vulkan_device_faults_test.cpp:" + std::to_string(line)), std::string::npos)
+      << message;
+  EXPECT_NE(message.find("VK_ERROR_DEVICE_LOST"), std::string::npos) << message;
+
+  // It stays lost: the next call fails at once (no hang), as an eager op on it does.
+  EXPECT_THROW(f(x), DeviceLostError);
+  EXPECT_THROW((x + x).to_vector<float>(), DeviceLostError);
+  // Other devices go on, the same compiled function included.
+  EXPECT_NEAR(f(x.to(Device::cpu())).to_vector<float>()[0], std::log(3.0f), 1e-6f);
+  EXPECT_NEAR(f(full({64}, 1.0, DType::F32, vk)).to_vector<float>()[0], std::log(3.0f), 1e-6f);
 }
 
 }  // namespace
