@@ -400,8 +400,8 @@ void VulkanDevice::submit(VkCommandBuffer cmd, VkFence fence, const std::string&
   {
     std::lock_guard lock(queue_mutex_);
     if (!lost_.empty())
-      throw DeviceLostError(lost_ + "; it stays lost, so " + what + " cannot run on it (use another "
-                            "device, or a new process once the driver has recovered)");
+      throw DeviceLostError(lost_ + "; it stays lost and cannot run " + what +
+                            " (use another device, or a new process once the driver has recovered)");
     r = vkQueueSubmit(queue_, 1, &info, fence);
   }
   if (r == VK_ERROR_DEVICE_LOST) lose("when " + what + " was submitted");

@@ -143,9 +143,11 @@ std::optional<std::string> EntryGuards::check(std::span<const ArgView> args,
 
   for (size_t k = 0; k < captures.size(); ++k) {
     const CaptureSource& c = captures[k];
-    if (c.grad_defined < 0 || (capture_tensor(k, modules).impl().grad != nullptr) == (c.grad_defined == 1))
-      continue;
-    const std::string which = c.from_module ? arg_name(c.arg) + " (module) '" + c.name + "'" : "'" + c.name + "'";
+    if (c.grad_defined < 0) continue;
+    const bool defined_now = capture_tensor(k, modules).impl().grad != nullptr;
+    if (defined_now == (c.grad_defined == 1)) continue;
+    const std::string which =
+        c.from_module ? arg_name(c.arg) + " (module) '" + c.name + "'" : "'" + c.name + "'";
     return "the gradient of " + which + " was " + (c.grad_defined ? "defined" : "undefined") +
            " when compiled, now " + (c.grad_defined ? "undefined" : "defined") +
            "; the step's backward adds to it, as an eager backward does (zero_grad() in the step starts "

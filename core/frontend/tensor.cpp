@@ -44,7 +44,13 @@ void Tensor::read_into(void* dst, DType dst_dtype, const Loc& loc) const {
                          "cannot hold",
                      loc);
   }
-  i.read_elements(dst, dst_dtype);
+  try {
+    i.read_elements(dst, dst_dtype);
+  } catch (const DeviceLostError& e) {  // queued eager launches fail when a read waits for them
+    throw DeviceLostError("reading a " + i.type.str() + " tensor on " + i.device.name() + " at " +
+                              short_location(loc) + ": " + e.what(),
+                          e.last_launch());
+  }
 }
 
 Tensor Tensor::to(Device device, Loc loc) const {

@@ -39,6 +39,8 @@ std::vector<DeviceTensor> run_on_device(OpKind kind, const std::vector<DeviceTen
     backend.execute(OpRun{kind, attrs, in_views, out_views});
   } catch (const OutOfMemoryError& e) {
     throw OutOfMemoryError(op_error(kind, in_types, where, e.what()));
+  } catch (const DeviceLostError& e) {
+    throw DeviceLostError(op_error(kind, in_types, where, e.what()), e.last_launch());
   } catch (const Error& e) {
     throw Error(op_error(kind, in_types, where, e.what()));
   }

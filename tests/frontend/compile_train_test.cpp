@@ -340,14 +340,15 @@ TEST(CompileTrain, GradientsAccumulateAcrossCallsAsEagerly) {
     sum(eager_net.b(eager_net.a(x))).backward();
     std::vector<Tensor*> want = eager_net.parameters(), got = compiled_net.parameters();
     for (size_t i = 0; i < want.size(); ++i)
-      expect_close(got[i]->grad(), want[i]->grad(), 1e-5, "call " + std::to_string(call) + " grad " + std::to_string(i));
+      expect_close(got[i]->grad(), want[i]->grad(), 1e-5,
+                   "call " + std::to_string(call) + " grad " + std::to_string(i));
   }
   // The first call started from no gradient, the second from one: two graphs, then replays.
   ASSERT_EQ(step.stats().compiles, 2);
-  EXPECT_NE(step.stats().recompile_reasons[0].find("the gradient of arg 1 (module) 'weight' was undefined when "
-                                                   "compiled, now defined"),
+  const std::string reason = step.stats().recompile_reasons.at(0);
+  EXPECT_NE(reason.find("the gradient of arg 1 (module) 'weight' was undefined when compiled, now defined"),
             std::string::npos)
-      << step.stats().recompile_reasons[0];
+      << reason;
   EXPECT_EQ(step.stats().cache_hits, 1);
 }
 
