@@ -392,7 +392,7 @@ VulkanDevice::~VulkanDevice() {
   }
 }
 
-void VulkanDevice::submit(VkCommandBuffer cmd, VkFence fence, const std::string& what) {
+VkResult VulkanDevice::submit(VkCommandBuffer cmd, VkFence fence) {
   VkSubmitInfo info{VK_STRUCTURE_TYPE_SUBMIT_INFO};
   info.commandBufferCount = 1;
   info.pCommandBuffers = &cmd;
@@ -400,29 +400,25 @@ void VulkanDevice::submit(VkCommandBuffer cmd, VkFence fence, const std::string&
   {
     std::lock_guard lock(queue_mutex_);
     if (!lost_.empty())
-      throw DeviceLostError(lost_ + "; it stays lost and cannot run " + what +
-                            " (use another device, or a new process once the driver has recovered)");
+      throw DeviceLostError(lost_ + "; it stays lost and runs nothing more (use another device, or a new "
+                            "process once the driver has recovered)");
     r = vkQueueSubmit(queue_, 1, &info, fence);
   }
-  if (r == VK_ERROR_DEVICE_LOST) lose("when " + what + " was submitted");
-  check(r, "vkQueueSubmit");
+  if (r != VK_ERROR_DEVICE_LOST) check(r, "vkQueueSubmit");
+  return r;
 }
 
-void VulkanDevice::wait(VkFence fence, const std::string& what) {
+VkResult VulkanDevice::wait(VkFence fence) {
   VkResult r = vkWaitForFences(device_, 1, &fence, VK_TRUE, UINT64_MAX);
   if (r == VK_SUCCESS && simulate_loss_.exchange(false)) r = VK_ERROR_DEVICE_LOST;
-  if (r == VK_ERROR_DEVICE_LOST) lose("while " + what + " ran");
-  check(r, "vkWaitForFences");
+  if (r != VK_ERROR_DEVICE_LOST) check(r, "vkWaitForFences");
+  return r;
 }
 
-void VulkanDevice::lose(const std::string& when) {
-  std::string message;
-  {
-    std::lock_guard lock(queue_mutex_);
-    if (lost_.empty()) lost_ = "vulkan: device " + name_ + " was lost (VK_ERROR_DEVICE_LOST) " + when;
-    message = lost_;
-  }
-  throw DeviceLostError(message + " (the driver gives no fault details: VK_EXT_device_fault is not used)");
+std::string VulkanDevice::mark_lost(const std::string& what) {
+  std::lock_guard lock(queue_mutex_);
+  if (lost_.empty()) lost_ = "vulkan: device " + name_ + " was lost (VK_ERROR_DEVICE_LOST) " + what;
+  return lost_ + " (the driver gives no fault details: VK_EXT_device_fault is not used)";
 }
 
 void VulkanDevice::wait_idle() {

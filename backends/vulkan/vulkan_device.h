@@ -62,12 +62,16 @@ class VulkanDevice {
   uint32_t timestamp_valid_bits() const { return timestamp_valid_bits_; }
   bool scalar_block_layout() const { return scalar_block_layout_; }
 
-  // Submits under the queue lock (queues need external synchronization); `what` (the work, for
-  // messages) is named if the device is lost. Throws DeviceLostError once the device was lost.
-  void submit(VkCommandBuffer cmd, VkFence fence, const std::string& what);
-  // Waits for `fence`; a lost device throws DeviceLostError naming `what` was running.
-  void wait(VkFence fence, const std::string& what);
+  // Submits under the queue lock (queues need external synchronization). Returns
+  // VK_ERROR_DEVICE_LOST rather than throwing it, so the caller can say what was lost (mark_lost);
+  // throws DeviceLostError at once when the device was lost before, and kiln::Error on other
+  // failures.
+  VkResult submit(VkCommandBuffer cmd, VkFence fence);
+  // Waits for `fence`; VK_ERROR_DEVICE_LOST is returned as submit() returns it.
+  VkResult wait(VkFence fence);
   void wait_idle();
+  // Records that the device is lost (it stays lost) and returns the message: what ran, `what`.
+  std::string mark_lost(const std::string& what);
   // Test hook: the next wait reports VK_ERROR_DEVICE_LOST, as a GPU reset or driver crash would.
   void simulate_loss() { simulate_loss_ = true; }
 
@@ -85,8 +89,6 @@ class VulkanDevice {
   std::mutex queue_mutex_;
   std::atomic<bool> simulate_loss_{false};
   std::string lost_;  // why the device is lost (under queue_mutex_); empty while it works
-
-  [[noreturn]] void lose(const std::string& when);
 };
 
 }  // namespace kiln::vulkan

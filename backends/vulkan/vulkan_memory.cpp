@@ -370,8 +370,9 @@ void Transfer::copy(VkBuffer from, VkDeviceSize from_offset, VkBuffer to, VkDevi
                        &barrier, 0, nullptr, 0, nullptr);
   check(vkEndCommandBuffer(cmd_), "vkEndCommandBuffer");
   check(vkResetFences(device_.handle(), 1, &fence_), "vkResetFences");
-  device_.submit(cmd_, fence_, "a staging copy");
-  device_.wait(fence_, "a staging copy");
+  const bool lost = device_.submit(cmd_, fence_) == VK_ERROR_DEVICE_LOST ||
+                    device_.wait(fence_) == VK_ERROR_DEVICE_LOST;
+  if (lost) throw DeviceLostError(device_.mark_lost("during a staging copy"));
 }
 
 void Transfer::upload(VulkanBuffer& dst, const void* src, size_t bytes, size_t offset) {

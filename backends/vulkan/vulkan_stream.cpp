@@ -113,11 +113,15 @@ std::string CommandStream::describe(const Batch& batch) const {
 
 void CommandStream::submit(Batch& batch) {
   check(vkResetFences(device_.handle(), 1, &batch.fence), "vkResetFences");
+  const std::string last = batch.names.empty() ? "" : batch.names.back();
+  VkResult r;
   try {
-    device_.submit(batch.cmd, batch.fence, describe(batch));
-  } catch (const DeviceLostError& e) {
-    throw DeviceLostError(e.what(), batch.names.empty() ? "" : batch.names.back());
+    r = device_.submit(batch.cmd, batch.fence);
+  } catch (const DeviceLostError& e) {  // lost before: this batch does not run
+    throw DeviceLostError(std::string(e.what()) + "; not run: " + describe(batch), last);
   }
+  if (r == VK_ERROR_DEVICE_LOST)
+    throw DeviceLostError(device_.mark_lost("when " + describe(batch) + " was submitted"), last);
   batch.pending = true;
   ++stats_.submits;
 }
@@ -125,11 +129,9 @@ void CommandStream::submit(Batch& batch) {
 void CommandStream::wait(Batch& batch) {
   if (!batch.pending) return;
   batch.pending = false;  // a lost device does not run it either
-  try {
-    device_.wait(batch.fence, describe(batch));
-  } catch (const DeviceLostError& e) {
-    throw DeviceLostError(e.what(), batch.names.empty() ? "" : batch.names.back());
-  }
+  if (device_.wait(batch.fence) == VK_ERROR_DEVICE_LOST)
+    throw DeviceLostError(device_.mark_lost("while " + describe(batch) + " ran"),
+                          batch.names.empty() ? "" : batch.names.back());
   if (&batch != recorded_.get()) batch.held.clear();  // a recorded batch runs again at replay()
   if (!timestamps_ || batch.names.empty()) return;
   const double ns_per_tick = device_.properties().limits.timestampPeriod;
