@@ -58,6 +58,11 @@ struct BufferView {
   Buffer* buffer = nullptr;
   DType dtype = DType::F32;
   std::vector<int64_t> dims;
+  // An input whose bytes never change while its buffer lives: a tensor's own buffer (kiln writes a
+  // tensor's buffer once, when its op runs) or a program constant. A kernel may keep what it
+  // derives from such an input (a packed weight) for as long as the same buffer comes back.
+  // Intermediates in a program's arena are rewritten every run, and are not stable.
+  bool stable = false;
 };
 
 // One eager op: kind, complete attributes, input and output buffers (outputs already allocated).

@@ -67,10 +67,10 @@ class CpuBackend : public reference::HostBackend {
     HostOp op = host_op_of(run);
     op.constants.assign(op.constants.size(), nullptr);  // eager operands change from call to call
     const HostOpProgram& program = eager_program(op);
-    std::vector<void*> pointers;
-    for (const BufferView& v : run.inputs) pointers.push_back(reference::host_data(*v.buffer));
-    for (const BufferView& v : run.outputs) pointers.push_back(reference::host_data(*v.buffer));
-    program.run(pointers);
+    std::vector<Buffer*> buffers;
+    for (const BufferView& v : run.inputs) buffers.push_back(v.buffer);
+    for (const BufferView& v : run.outputs) buffers.push_back(v.buffer);
+    program.run(buffers);
   }
 
   std::optional<kernel::CodegenTarget> codegen() const override {
@@ -115,11 +115,12 @@ class CpuBackend : public reference::HostBackend {
 
  private:
   static HostOp host_op_of(const OpRun& run) {
-    HostOp op{run.kind, run.attrs, {}, {}, {}, {}, {}};
+    HostOp op{run.kind, run.attrs, {}, {}, {}, {}, {}, {}};
     for (const BufferView& v : run.inputs) {
       op.input_types.push_back(v.dtype);
       op.input_dims.push_back(v.dims);
       op.constants.push_back(v.buffer);
+      op.stable.push_back(v.stable);
     }
     for (const BufferView& v : run.outputs) {
       op.output_types.push_back(v.dtype);

@@ -135,17 +135,23 @@ HostOpProgram::HostOpProgram(HostOp op) : op_(std::move(op)) {
   onednn_ = make_onednn_op(OpRun{op_.kind, op_.attrs, ins, outs});
 }
 
-void HostOpProgram::run(const std::vector<void*>& pointers) const {
+void HostOpProgram::run(std::span<Buffer* const> buffers, std::span<const size_t> offsets) const {
+  std::vector<HostOperand> operands(buffers.size());
+  for (size_t i = 0; i < buffers.size(); ++i) {
+    const auto& buffer = static_cast<const reference::HostBuffer&>(*buffers[i]);
+    operands[i].data = static_cast<char*>(buffer.data()) + (offsets.empty() ? 0 : offsets[i]);
+    if (i < op_.stable.size() && op_.stable[i]) operands[i].serial = buffer.serial();
+  }
   if (onednn_) {
-    onednn_->run(pointers);
+    onednn_->run(operands);
     return;
   }
   reference::KernelContext ctx{op_.kind, op_.attrs, {}, {}};
   size_t slot = 0;
   for (size_t i = 0; i < op_.input_types.size(); ++i)
-    ctx.inputs.push_back({op_.input_types[i], op_.input_dims[i], pointers.at(slot++)});
+    ctx.inputs.push_back({op_.input_types[i], op_.input_dims[i], operands.at(slot++).data});
   for (size_t i = 0; i < op_.output_types.size(); ++i)
-    ctx.outputs.push_back({op_.output_types[i], op_.output_dims[i], pointers.at(slot++)});
+    ctx.outputs.push_back({op_.output_types[i], op_.output_dims[i], operands.at(slot++).data});
   reference::kernels().get(op_.kind)(ctx);
 }
 
@@ -166,21 +172,21 @@ void CpuStream::replay() {
 std::vector<KernelTiming> CpuStream::timings() { return std::exchange(timings_, {}); }
 
 void CpuStream::run(const Launch& launch) {
-  std::vector<void*> pointers;
-  pointers.reserve(launch.buffers.size());
-  for (size_t i = 0; i < launch.buffers.size(); ++i)
-    pointers.push_back(static_cast<char*>(reference::host_data(*launch.buffers[i])) +
-                       (launch.offsets.empty() ? 0 : launch.offsets[i]));
   auto start = std::chrono::steady_clock::now();
   std::string name;
   if (auto* generated = dynamic_cast<const GeneratedProgram*>(launch.program)) {
+    std::vector<void*> pointers;
+    pointers.reserve(launch.buffers.size());
+    for (size_t i = 0; i < launch.buffers.size(); ++i)
+      pointers.push_back(static_cast<char*>(reference::host_data(*launch.buffers[i])) +
+                         (launch.offsets.empty() ? 0 : launch.offsets[i]));
     KernelFn fn = generated->function();
     const int* params = reinterpret_cast<const int*>(launch.push_constants.data());
     const int64_t n = int64_t(launch.groups[0]) * launch.groups[1] * launch.groups[2];
     parallel_range(n, [&](int64_t b, int64_t e) { fn(pointers.data(), params, long(b), long(e)); });
     if (timing_) name = generated->name();
   } else if (auto* host = dynamic_cast<const HostOpProgram*>(launch.program)) {
-    host->run(pointers);
+    host->run(launch.buffers, launch.offsets);
     if (timing_) name = "host_" + std::string(op_name(host->op().kind));
   } else {
     throw Error("cpu: a launch needs a program compiled by the cpu backend");

@@ -5,6 +5,7 @@
 
 #include <memory>
 #include <mutex>
+#include <span>
 #include <string>
 #include <vector>
 
@@ -56,6 +57,7 @@ struct HostOp {
   std::vector<DType> input_types, output_types;
   std::vector<std::vector<int64_t>> input_dims, output_dims;
   std::vector<const Buffer*> constants;  // per input: a program constant's buffer (packed once), or null
+  std::vector<bool> stable;              // per input: BufferView::stable
   bool operator==(const HostOp&) const = default;
   std::string text() const;  // "matmul f32[64,128] f32[128,10] -> f32[64,10]"
 };
@@ -64,8 +66,8 @@ class HostOpProgram : public Program {
  public:
   explicit HostOpProgram(HostOp op);
   const HostOp& op() const { return op_; }
-  // Runs the op on its operands (inputs, then outputs).
-  void run(const std::vector<void*>& pointers) const;
+  // Runs the op on its operands (inputs, then outputs), bound to these buffers at these byte offsets.
+  void run(std::span<Buffer* const> buffers, std::span<const size_t> offsets = {}) const;
 
  private:
   HostOp op_;

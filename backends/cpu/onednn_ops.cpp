@@ -9,6 +9,8 @@
 #ifdef KILN_HAVE_DNNL
 #include <omp.h>
 
+#include <algorithm>
+#include <atomic>
 #include <mutex>
 #include <optional>
 #include <unordered_map>
@@ -23,6 +25,8 @@ namespace {
 
 using dnnl::memory;
 using tag = memory::format_tag;
+
+std::atomic<uint64_t> reorders_of_weights{0};
 
 dnnl::engine& engine() {
   static dnnl::engine e(dnnl::engine::kind::cpu, 0);
@@ -63,11 +67,11 @@ class Primitive : public OneDnnOp {
     }
   }
 
-  void run(const std::vector<void*>& pointers) override {
+  void run(const std::vector<HostOperand>& operands) override {
     std::lock_guard lock(mutex_);
     SerialScope scope(serial_);
     thread_local dnnl::stream stream(engine());
-    for (auto& [slot, mem] : slots_) mem.set_data_handle(pointers.at(size_t(slot)));
+    for (auto& [slot, mem] : slots_) mem.set_data_handle(operands.at(size_t(slot)).data);
     primitive_.execute(stream, bound_);
     stream.wait();
   }
@@ -82,7 +86,10 @@ class Primitive : public OneDnnOp {
 
 // A convolution in the layouts oneDNN's fastest kernels want (channel-blocked, nChw16c on
 // AVX-512), with reorders from and to kiln's NCHW around it. Weights that are program constants are
-// reordered once, when the primitive is made; others on every call.
+// reordered once, when the primitive is made. Stable weights (a parameter passed to a compiled
+// program, or an eager op's operand) are reordered on the first call that sees their buffer and
+// kept for the next ones: the last kKeptWeights buffers are remembered, since equal convolutions
+// (ResNet's blocks) share this primitive. Other weights are reordered on every call.
 class BlockedConv : public OneDnnOp {
  public:
   BlockedConv(const dnnl::convolution_forward::primitive_desc& pd, memory::desc src, memory::desc weights,
@@ -110,19 +117,22 @@ class BlockedConv : public OneDnnOp {
       weights_in_.execute(stream, user_weights_, weights_);
       stream.wait();
       weights_packed_ = true;
+      ++reorders_of_weights;
     }
   }
 
-  void run(const std::vector<void*>& pointers) override {
+  void run(const std::vector<HostOperand>& operands) override {
     std::lock_guard lock(mutex_);
     SerialScope scope(serial_);
     thread_local dnnl::stream stream(engine());
-    user_src_.set_data_handle(pointers[0]);
-    user_dst_.set_data_handle(pointers.back());
-    if (!weights_packed_) user_weights_.set_data_handle(pointers[1]);
-    if (bias_) bias_->set_data_handle(pointers[2]);
+    user_src_.set_data_handle(operands[0].data);
+    user_dst_.set_data_handle(operands.back().data);
+    if (bias_) bias_->set_data_handle(operands[2].data);
     if (src_in_) src_in_.execute(stream, user_src_, src_);
-    if (weights_in_ && !weights_packed_) weights_in_.execute(stream, user_weights_, weights_);
+    if (!weights_packed_) {
+      user_weights_.set_data_handle(operands[1].data);
+      args_[DNNL_ARG_WEIGHTS] = weights_in_ ? packed_weights(stream, operands[1].serial) : user_weights_;
+    }
     conv_.execute(stream, args_);
     if (dst_out_) dst_out_.execute(stream, dst_, user_dst_);
     stream.wait();
@@ -138,6 +148,29 @@ class BlockedConv : public OneDnnOp {
   dnnl::reorder src_in_, weights_in_, dst_out_;  // empty where the layouts agree
   std::unordered_map<int, memory> args_;
   bool weights_packed_ = false;
+
+  static constexpr size_t kKeptWeights = 16;
+  // The weights in the convolution's layout: kept ones for a stable buffer (serial != 0), else
+  // reordered now into the scratch copy.
+  memory packed_weights(dnnl::stream& stream, uint64_t serial) {
+    ++reorders_of_weights;  // undone below when a kept copy serves
+    if (serial == 0) {
+      weights_in_.execute(stream, user_weights_, weights_);
+      return weights_;
+    }
+    for (size_t i = 0; i < kept_.size(); ++i)
+      if (kept_[i].first == serial) {
+        std::rotate(kept_.begin(), kept_.begin() + long(i), kept_.begin() + long(i) + 1);  // most recent first
+        --reorders_of_weights;
+        return kept_.front().second;
+      }
+    memory packed(weights_.get_desc(), engine());
+    weights_in_.execute(stream, user_weights_, packed);
+    if (kept_.size() == kKeptWeights) kept_.pop_back();
+    kept_.insert(kept_.begin(), {serial, packed});
+    return packed;
+  }
+  std::vector<std::pair<uint64_t, memory>> kept_;  // by buffer serial, most recently used first
 };
 
 // A [batch0, batch1, rows, cols] view of an operand with these element strides; a batch stride of
@@ -205,6 +238,7 @@ std::unique_ptr<OneDnnOp> make_conv(const OpRun& run) {
 }  // namespace
 
 bool have_onednn() { return true; }
+uint64_t weight_reorders() { return reorders_of_weights; }
 
 std::unique_ptr<OneDnnOp> make_onednn_op(const OpRun& run) {
   try {
@@ -219,6 +253,7 @@ std::unique_ptr<OneDnnOp> make_onednn_op(const OpRun& run) {
 #else
 
 bool have_onednn() { return false; }
+uint64_t weight_reorders() { return 0; }
 std::unique_ptr<OneDnnOp> make_onednn_op(const OpRun&) { return nullptr; }
 
 #endif

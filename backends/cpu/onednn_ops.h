@@ -3,6 +3,7 @@
 // dtypes, gemm with alpha/beta, 1-d matmul operands, conv_transpose) keep the reference kernel.
 #pragma once
 
+#include <cstdint>
 #include <memory>
 #include <vector>
 
@@ -10,11 +11,19 @@
 
 namespace kiln::cpu {
 
+// One operand of a host op's launch: its memory, and the serial of its buffer where the input is
+// stable (BufferView::stable), else 0. What an op derives from a stable input (a convolution's
+// weights reordered into its blocked layout) is kept by that serial.
+struct HostOperand {
+  void* data = nullptr;
+  uint64_t serial = 0;
+};
+
 class OneDnnOp {
  public:
   virtual ~OneDnnOp() = default;
   // The op's inputs and outputs in its slot order (inputs, then outputs), in host memory.
-  virtual void run(const std::vector<void*>& pointers) = 0;
+  virtual void run(const std::vector<HostOperand>& operands) = 0;
 };
 
 // The primitive for `run` (buffers may be null: only kinds, dtypes, dims and attrs are read), or
@@ -23,5 +32,8 @@ std::unique_ptr<OneDnnOp> make_onednn_op(const OpRun& run);
 
 // Whether this kiln was built with oneDNN.
 bool have_onednn();
+
+// How many times, in this process, a convolution reordered weights into its own layout (tests).
+uint64_t weight_reorders();
 
 }  // namespace kiln::cpu

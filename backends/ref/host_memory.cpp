@@ -3,6 +3,7 @@
 
 #include <sys/mman.h>
 
+#include <atomic>
 #include <cstdlib>
 #include <cstring>
 #include <string>
@@ -13,6 +14,8 @@
 namespace kiln::reference {
 
 HostBuffer::HostBuffer(size_t bytes) : Buffer(bytes) {
+  static std::atomic<uint64_t> next_serial{1};
+  serial_ = next_serial.fetch_add(1, std::memory_order_relaxed);
   // 64-byte alignment suits every dtype and vector loads; never a null pointer, even for 0 bytes.
   // Buffers of 4 MiB and more are 2 MiB aligned and ask for transparent huge pages: a fresh 64 MiB
   // tensor then takes 32 page faults on first touch instead of 16384, which cost more than the

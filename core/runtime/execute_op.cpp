@@ -30,7 +30,7 @@ std::vector<DeviceTensor> run_on_device(OpKind kind, const std::vector<DeviceTen
   std::vector<DeviceTensor> outputs;
   std::vector<BufferView> in_views, out_views;
   for (size_t i = 0; i < inputs.size(); ++i)
-    in_views.push_back({inputs[i].buffer.get(), in_types[i].dtype, static_dims(in_types[i].shape)});
+    in_views.push_back({inputs[i].buffer.get(), in_types[i].dtype, static_dims(in_types[i].shape), true});
   try {  // out of device memory for an output names the op too
     for (const TensorType& t : out_types) {
       outputs.push_back(DeviceTensor::allocate(t, device));

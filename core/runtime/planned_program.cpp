@@ -72,7 +72,10 @@ std::optional<PlannedProgram::LaunchPlan> PlannedProgram::template_launch(
   for (int v : ks.node_inputs) {
     const ProgramValue& value = values_[size_t(v)];
     Buffer* constant = value.storage == ValueStorage::Constant ? constants_[size_t(value.index)].get() : nullptr;
-    ins.push_back({constant, value.type.dtype, concrete_dims(value.type.shape, bindings)});
+    // A graph input is the caller's tensor, written once; with reduce_overhead it is copied into a
+    // buffer of the program's that the next new tensor overwrites.
+    const bool stable = constant || (value.storage == ValueStorage::Input && !options_.reduce_overhead);
+    ins.push_back({constant, value.type.dtype, concrete_dims(value.type.shape, bindings), stable});
   }
   for (int v : ks.node_outputs)
     outs.push_back({nullptr, values_[size_t(v)].type.dtype, concrete_dims(values_[size_t(v)].type.shape, bindings)});

@@ -12,6 +12,7 @@
 #include <kiln/kiln.h>
 
 #include "backends/cpu/host_compiler.h"
+#include "backends/cpu/onednn_ops.h"
 #include "core/kernel/emit.h"
 #include "core/kernel/lower.h"
 #include "core/trace/bundle.h"
@@ -130,6 +131,40 @@ TEST(CpuBackend, EagerOpsNeverRunTheCompiler) {
   EXPECT_TRUE(close(y, softmax(matmul(x.to(Device::ref()), x.to(Device::ref())) + 1.0, -1), 1e-5));  // oneDNN sums in its own order
   EXPECT_EQ(cpu::HostCompiler::counts().compiled, before.compiled);
   EXPECT_EQ(cpu::HostCompiler::counts().loaded, before.loaded);
+}
+
+// A parameter's buffer is written once, so a convolution reorders its weights into its blocked
+// layout on the first call that sees the buffer and keeps them for later calls, compiled or eager.
+// A new tensor gets new weights reordered, even at the address of a freed one.
+TEST(CpuBackend, ConvolutionWeightsAreReorderedOncePerWeightTensor) {
+  if (!cpu::have_onednn()) GTEST_SKIP() << "built without oneDNN: convolutions run the reference kernel";
+  auto fn = [](const Tensor& x, const Tensor& w) { return relu(conv2d(x, w, {}, 1, 1)); };
+  const Tensor x = randn({1, 32, 28, 28}, Device::ref(), 6);
+  const Tensor xc = x.to(Device::cpu());
+  std::vector<Tensor> weights;
+  for (uint64_t i = 0; i < 2; ++i) weights.push_back(randn({64, 32, 3, 3}, Device::ref(), 10 + i));
+  const Tensor w0 = weights[0].to(Device::cpu()), w1 = weights[1].to(Device::cpu());
+  auto compiled = compile(fn);
+  // oneDNN sums the 288 products of each output in its own order.
+  const double tol = 1e-4;
+  uint64_t before = cpu::weight_reorders();
+  for (int rep = 0; rep < 3; ++rep) {
+    EXPECT_TRUE(close(compiled(xc, w0), fn(x, weights[0]), tol)) << "call " << rep;
+    EXPECT_TRUE(close(compiled(xc, w1), fn(x, weights[1]), tol)) << "call " << rep;
+  }
+  EXPECT_LE(cpu::weight_reorders() - before, 2u) << "compiled: once per weight tensor, not once per call";
+  before = cpu::weight_reorders();
+  for (int rep = 0; rep < 3; ++rep) EXPECT_TRUE(close(fn(xc, w0), fn(x, weights[0]), tol)) << "eager call " << rep;
+  EXPECT_LE(cpu::weight_reorders() - before, 1u) << "eager: once per weight tensor";
+  // More weight tensors than a primitive keeps, each freed before the next is made (so a new one
+  // may land at a freed one's address): every call sees its own weights.
+  for (uint64_t i = 0; i < 20; ++i) {
+    const Tensor w = randn({64, 32, 3, 3}, Device::ref(), 100 + i);
+    const Tensor wc = w.to(Device::cpu());
+    EXPECT_TRUE(close(compiled(xc, wc), fn(x, w), tol)) << "weights " << i;
+    EXPECT_TRUE(close(fn(xc, wc), fn(x, w), tol)) << "eager, weights " << i;
+  }
+  EXPECT_EQ(compiled.stats().compiles, 1);
 }
 
 }  // namespace
