@@ -1,12 +1,12 @@
 // The cpu backend: the host CPU, with compiled programs as generated C++.
-//  - Eager ops run precompiled kernels (the reference kernels, and oneDNN for matmul and conv), so
+//  - Eager ops run precompiled kernels (the reference kernels, and oneDNN for matmul, conv and pooling), so
 //    no eager op ever waits on a compiler.
 //  - Compiled programs print their kernel IR as C++ (Dialect::Cpp), which the host compiler builds
 //    into shared objects (host_compiler.h), a few translation units per program, cached on disk.
-//  - Matmul, gemm, linear and conv run as host ops, eagerly and inside compiled programs: oneDNN
-//    primitives made once per shape (onednn_ops.h), or the reference kernel where oneDNN does not
-//    take the op (conv_transpose, other dtypes, gemm's alpha): a blocked, threaded kernel still
-//    beats a generic reduction per output element.
+//  - Matmul, gemm, linear, conv and pooling run as host ops, eagerly and inside compiled programs:
+//    oneDNN primitives made once per shape (onednn_ops.h), or the reference kernel where oneDNN
+//    does not take the op (conv_transpose, other dtypes, gemm's alpha): a blocked, threaded kernel
+//    still beats a generic kernel that walks each window with divisions.
 // Without a compiler at run time, compiled programs run on the reference interpreter, and the
 // device's name says why.
 #include <omp.h>
@@ -31,6 +31,7 @@ namespace {
 bool runs_as_host_op(OpKind kind) {
   switch (kind) {
     case OpKind::MatMul: case OpKind::Gemm: case OpKind::Linear: case OpKind::Conv: case OpKind::ConvTranspose:
+    case OpKind::MaxPool: case OpKind::AvgPool:
       return true;
     default:
       return false;
@@ -57,7 +58,7 @@ class CpuBackend : public reference::HostBackend {
     c.memory_bytes = size_t(sysconf(_SC_PHYS_PAGES)) * size_t(sysconf(_SC_PAGESIZE));
     return c;
   }
-  // Matmul and conv run their oneDNN primitive, made on the first call of each shape; every other
+  // Matmul, conv and pooling run their oneDNN primitive, made on the first call of each shape; every other
   // op its reference kernel.
   void execute(const OpRun& run) override {
     if (!runs_as_host_op(run.kind) || !have_onednn()) {

@@ -1,5 +1,6 @@
-// oneDNN matmul and convolution primitives for the cpu backend's host ops. Operands stay in kiln's
-// row-major layouts (strided memory descriptors), so no reorder runs per call.
+// oneDNN matmul, convolution and pooling primitives for the cpu backend's host ops. Matmul operands
+// stay in kiln's row-major layouts (strided memory descriptors); convolutions reorder to and from
+// oneDNN's blocked layouts.
 #include "backends/cpu/onednn_ops.h"
 
 #include "backends/conv_problem.h"
@@ -235,6 +236,55 @@ std::unique_ptr<OneDnnOp> make_conv(const OpRun& run) {
   return std::make_unique<BlockedConv>(pd, src_md, w_md, dst_md, b_md, constant_weights, flops < kSerialFlops);
 }
 
+// The spatial values of a pool attribute, `per_dim` per spatial dim; `fill` where it is unset.
+memory::dims pool_attr(const AttrMap& attrs, const char* name, size_t spatial, size_t per_dim, int64_t fill) {
+  std::vector<int64_t> v = attrs.has(name) ? attrs.get_ints(name) : std::vector<int64_t>{};
+  if (v.empty()) v.assign(spatial * per_dim, fill);
+  return memory::dims(v.begin(), v.end());
+}
+
+// Max and average pooling over [N, C, H, W] or [N, C, W] in kiln's layout, on OpenMP's team like
+// the convolutions around it. Windows past the end padding (ceil_mode) are oneDNN's extra right
+// padding; average pooling that counts padding then declines, since oneDNN would count those too.
+std::unique_ptr<OneDnnOp> make_pool(const OpRun& run) {
+  const BufferView& x = run.inputs[0];
+  const BufferView& y = run.outputs[0];
+  if (x.dtype != DType::F32 || (x.dims.size() != 3 && x.dims.size() != 4)) return nullptr;
+  const size_t spatial = x.dims.size() - 2;
+  const bool is_max = run.kind == OpKind::MaxPool;
+  const memory::dims kernel = pool_attr(run.attrs, "kernel", spatial, 1, 1);
+  const memory::dims strides = pool_attr(run.attrs, "stride", spatial, 1, 1);
+  const memory::dims pads = pool_attr(run.attrs, "padding", spatial, 2, 0);
+  const memory::dims dilation = is_max ? pool_attr(run.attrs, "dilation", spatial, 1, 1) : memory::dims(spatial, 1);
+  const bool include_pad = !is_max && run.attrs.get_bool("count_include_pad");
+  memory::dims pad_l(pads.begin(), pads.begin() + long(spatial)), pad_r(pads.begin() + long(spatial), pads.end());
+  memory::dims dilates(spatial);
+  for (size_t i = 0; i < spatial; ++i) {
+    const int64_t in = x.dims[2 + i], out = y.dims[2 + i];
+    const int64_t extent = dilation[i] * (kernel[i] - 1) + 1;
+    dilates[i] = dilation[i] - 1;
+    if ((in + pad_l[i] + pad_r[i] - extent) / strides[i] + 1 == out) continue;
+    if (include_pad) return nullptr;
+    pad_r[i] = (out - 1) * strides[i] + extent - in - pad_l[i];
+  }
+  const tag layout = spatial == 2 ? tag::nchw : tag::ncw;
+  memory::desc src(memory::dims(x.dims.begin(), x.dims.end()), memory::data_type::f32, layout);
+  memory::desc dst(memory::dims(y.dims.begin(), y.dims.end()), memory::data_type::f32, layout);
+  const auto algo = is_max ? dnnl::algorithm::pooling_max
+                           : include_pad ? dnnl::algorithm::pooling_avg_include_padding
+                                         : dnnl::algorithm::pooling_avg_exclude_padding;
+  dnnl::pooling_v2_forward::primitive_desc pd(
+      dnnl::pooling_v2_forward::desc(dnnl::prop_kind::forward_inference, algo, src, dst, strides, kernel, dilates,
+                                     pad_l, pad_r),
+      engine());
+  double work = 1;
+  for (int64_t d : y.dims) work *= double(d);
+  for (int64_t k : kernel) work *= double(k);
+  return std::make_unique<Primitive>(dnnl::pooling_v2_forward(pd),
+                                     std::vector<Primitive::Arg>{{DNNL_ARG_SRC, src, 0}, {DNNL_ARG_DST, dst, 1}},
+                                     work < kSerialFlops);
+}
+
 }  // namespace
 
 bool have_onednn() { return true; }
@@ -244,6 +294,7 @@ std::unique_ptr<OneDnnOp> make_onednn_op(const OpRun& run) {
   try {
     if (run.kind == OpKind::Conv) return make_conv(run);
     if (run.kind == OpKind::MatMul || run.kind == OpKind::Linear || run.kind == OpKind::Gemm) return make_matmul(run);
+    if (run.kind == OpKind::MaxPool || run.kind == OpKind::AvgPool) return make_pool(run);
   } catch (const dnnl::error&) {
     return nullptr;  // a configuration oneDNN has no implementation for: the reference kernel runs it
   }

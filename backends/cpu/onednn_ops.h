@@ -1,6 +1,7 @@
-// The cpu backend's matmul and convolution: oneDNN primitives (Debian's libdnnl, what PyTorch uses
-// on CPUs), created once per host op at its planned shapes. Ops oneDNN does not take here (other
-// dtypes, gemm with alpha/beta, 1-d matmul operands, conv_transpose) keep the reference kernel.
+// The cpu backend's matmul, convolution and pooling: oneDNN primitives (Debian's libdnnl, what
+// PyTorch uses on CPUs), created once per host op at its planned shapes. Ops oneDNN does not take
+// here (other dtypes, gemm with alpha/beta, 1-d matmul operands, conv_transpose, average pooling
+// that counts padding in ceil_mode) keep the reference kernel.
 #pragma once
 
 #include <cstdint>

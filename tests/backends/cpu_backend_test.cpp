@@ -133,6 +133,27 @@ TEST(CpuBackend, EagerOpsNeverRunTheCompiler) {
   EXPECT_EQ(cpu::HostCompiler::counts().loaded, before.loaded);
 }
 
+// Pooling runs as a host op (oneDNN's pooling on OpenMP's team) in compiled programs, including
+// ceil_mode windows past the end padding; average pooling that counts padding there keeps the
+// reference kernel, since oneDNN would count the extra windows' padding too.
+TEST(CpuBackend, PoolingRunsAsAHostOp) {
+  auto fn = [](const Tensor& x) {
+    Tensor m = max_pool2d(x, 3, 2, 1);
+    Tensor a = avg_pool2d(x, 2, 2, 0, /*ceil_mode=*/true, /*count_include_pad=*/false);
+    Tensor c = avg_pool2d(x, 3, 2, 1, /*ceil_mode=*/true, /*count_include_pad=*/true);
+    return sum(m, {2, 3}) + sum(a, {2, 3}) + sum(c, {2, 3});
+  };
+  const Tensor x = randn({2, 8, 13, 13}, Device::ref(), 7);
+  auto compiled = compile(fn, CompileOptions{.name = "pools"});
+  EXPECT_TRUE(close(compiled(x.to(Device::cpu())), fn(x), 1e-5));
+  EXPECT_TRUE(close(fn(x.to(Device::cpu())), fn(x), 1e-5)) << "eager";
+  int host_pools = 0;
+  for (const trace::BundleKernel& k : compiled.bundle().kernels)
+    for (const trace::KernelSource& s : k.sources)
+      host_pools += s.dialect == "host" && (s.program == "host_max_pool" || s.program == "host_avg_pool");
+  EXPECT_EQ(host_pools, 3);
+}
+
 // A parameter's buffer is written once, so a convolution reorders its weights into its blocked
 // layout on the first call that sees the buffer and keeps them for later calls, compiled or eager.
 // A new tensor gets new weights reordered, even at the address of a freed one.
