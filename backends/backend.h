@@ -76,6 +76,16 @@ struct OpRun {
   bool max_autotune = false;
 };
 
+// One step of a template's epilogue: the op's result v becomes kind(v) for a unary op, or
+// kind(v, operand) for a binary one (kind(operand, v) when operand_first). `operand` indexes the
+// run's inputs: a fused template's inputs are the anchor op's own, then the epilogue's operands.
+struct EpilogueStep {
+  OpKind kind = OpKind::Relu;
+  const AttrMap* attrs = nullptr;
+  int operand = -1;
+  bool operand_first = false;
+};
+
 struct ProgramSource {
   std::string name;
   std::string language;  // "glsl", "cuda"
@@ -151,6 +161,13 @@ class Backend {
   // when the generic lowering should run. Compiled programs ask this too; there an input whose
   // buffer is set is a program constant: its contents never change, so a template may pack it once.
   virtual std::optional<TemplateLaunch> plan_template(const OpRun&) { return std::nullopt; }
+  // Optional: a template for an op with pointwise consumers fused into its epilogue. `run` names
+  // the anchor op (its kind and attributes), its inputs followed by the epilogue's operands, and
+  // the epilogue's last result as its output. Nothing when the backend does not fuse these steps
+  // here: the anchor's group then runs its generic kernel.
+  virtual std::optional<TemplateLaunch> plan_fused_template(const OpRun&, std::span<const EpilogueStep>) {
+    return std::nullopt;
+  }
 
   // Optional: code generation backends. codegen() says what kernel IR is printed as for compile();
   // nullopt means compiled graphs run node by node through execute() (the reference interpreter).

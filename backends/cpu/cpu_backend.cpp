@@ -18,6 +18,7 @@
 #include "backends/backend.h"
 #include "backends/cpu/cpu_programs.h"
 #include "backends/cpu/host_compiler.h"
+#include "backends/cpu/onednn_ops.h"
 #include "backends/ref/host_memory.h"
 #include "backends/ref/parallel.h"
 #include "backends/ref/ref_kernel.h"
@@ -87,13 +88,22 @@ class CpuBackend : public reference::HostBackend {
   bool has_template(OpKind kind) const override { return runs_as_host_op(kind); }
   std::optional<TemplateLaunch> plan_template(const OpRun& run) override {
     if (!runs_as_host_op(run.kind)) return std::nullopt;
-    const HostOp op = host_op_of(run);
-    TemplateLaunch t;
-    t.name = "host_" + std::string(op_name(run.kind));
-    t.language = "host";
-    t.source = "host op #" + std::to_string(host_op_index(op)) + ": " + op.text();
-    for (size_t i = 0; i < run.inputs.size() + run.outputs.size(); ++i) t.args.push_back(int(i));
-    return t;
+    return launch_of(host_op_of(run), run);
+  }
+  // A matmul or conv with its epilogue as oneDNN post-ops (onednn_ops.h says which steps), when
+  // oneDNN takes them on the op's own kernel; asked once per distinct op.
+  std::optional<TemplateLaunch> plan_fused_template(const OpRun& run, std::span<const EpilogueStep> epilogue) override {
+    if (!runs_as_host_op(run.kind) || !have_onednn()) return std::nullopt;
+    HostOp op = host_op_of(run);
+    for (const EpilogueStep& step : epilogue) op.epilogue.push_back({step.kind, *step.attrs, step.operand, step.operand_first});
+    const size_t index = host_op_index(op);
+    {
+      std::lock_guard lock(host_ops_mutex_);
+      auto [known, inserted] = fuses_.emplace(index, false);
+      if (inserted) known->second = make_onednn_op(run, epilogue) != nullptr;
+      if (!known->second) return std::nullopt;
+    }
+    return launch_of(op, run);
   }
 
   std::unique_ptr<Program> compile(const ProgramSource& source) override {
@@ -115,8 +125,17 @@ class CpuBackend : public reference::HostBackend {
   std::unique_ptr<Stream> create_stream() override { return std::make_unique<CpuStream>(); }
 
  private:
+  TemplateLaunch launch_of(const HostOp& op, const OpRun& run) {
+    TemplateLaunch t;
+    t.name = "host_" + std::string(op_name(run.kind));
+    t.language = "host";
+    t.source = "host op #" + std::to_string(host_op_index(op)) + ": " + op.text();
+    for (size_t i = 0; i < run.inputs.size() + run.outputs.size(); ++i) t.args.push_back(int(i));
+    return t;
+  }
+
   static HostOp host_op_of(const OpRun& run) {
-    HostOp op{run.kind, run.attrs, {}, {}, {}, {}, {}, {}};
+    HostOp op{run.kind, run.attrs, {}, {}, {}, {}, {}, {}, {}};
     for (const BufferView& v : run.inputs) {
       op.input_types.push_back(v.dtype);
       op.input_dims.push_back(v.dims);
@@ -151,6 +170,7 @@ class CpuBackend : public reference::HostBackend {
   std::mutex host_ops_mutex_;
   std::vector<HostOp> host_ops_;
   std::map<size_t, std::unique_ptr<HostOpProgram>> eager_programs_;  // by host op index
+  std::map<size_t, bool> fuses_;  // by host op index: whether oneDNN takes its epilogue
 };
 
 }  // namespace

@@ -124,7 +124,10 @@ std::string HostOp::text() const {
     }
     return out;
   };
-  return std::string(op_name(kind)) + " " + types(input_types, input_dims) + " -> " + types(output_types, output_dims);
+  std::string out = std::string(op_name(kind)) + " " + types(input_types, input_dims) + " -> " + types(output_types, output_dims);
+  for (const HostEpilogueStep& step : epilogue)
+    out += " + " + std::string(op_name(step.kind)) + (step.operand < 0 ? "" : " #" + std::to_string(step.operand));
+  return out;
 }
 
 HostOpProgram::HostOpProgram(HostOp op) : op_(std::move(op)) {
@@ -132,7 +135,11 @@ HostOpProgram::HostOpProgram(HostOp op) : op_(std::move(op)) {
   for (size_t i = 0; i < op_.input_types.size(); ++i)
     ins.push_back({const_cast<Buffer*>(op_.constants[i]), op_.input_types[i], op_.input_dims[i]});
   for (size_t i = 0; i < op_.output_types.size(); ++i) outs.push_back({nullptr, op_.output_types[i], op_.output_dims[i]});
-  onednn_ = make_onednn_op(OpRun{op_.kind, op_.attrs, ins, outs});
+  std::vector<EpilogueStep> epilogue;
+  for (const HostEpilogueStep& step : op_.epilogue) epilogue.push_back({step.kind, &step.attrs, step.operand, step.operand_first});
+  onednn_ = make_onednn_op(OpRun{op_.kind, op_.attrs, ins, outs}, epilogue);
+  if (!onednn_ && !epilogue.empty())  // plan_fused_template made sure oneDNN takes it
+    throw Error("cpu: oneDNN does not take the epilogue of host op " + op_.text());
 }
 
 void HostOpProgram::run(std::span<Buffer* const> buffers, std::span<const size_t> offsets) const {

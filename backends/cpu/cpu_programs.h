@@ -50,7 +50,17 @@ class KernelBatcher {
   std::vector<GeneratedProgram*> pending_;
 };
 
-// A matmul or conv at planned shapes: its oneDNN primitive, or its reference kernel.
+// One step of a host op's epilogue: an EpilogueStep kept by value.
+struct HostEpilogueStep {
+  OpKind kind = OpKind::Relu;
+  AttrMap attrs;
+  int operand = -1;
+  bool operand_first = false;
+  bool operator==(const HostEpilogueStep&) const = default;
+};
+
+// A matmul, conv or pool at planned shapes: its oneDNN primitive, or its reference kernel. A matmul
+// or conv may carry an epilogue, whose operands follow the op's own inputs; oneDNN runs it.
 struct HostOp {
   OpKind kind = OpKind::MatMul;
   AttrMap attrs;
@@ -58,8 +68,9 @@ struct HostOp {
   std::vector<std::vector<int64_t>> input_dims, output_dims;
   std::vector<const Buffer*> constants;  // per input: a program constant's buffer (packed once), or null
   std::vector<bool> stable;              // per input: BufferView::stable
+  std::vector<HostEpilogueStep> epilogue;
   bool operator==(const HostOp&) const = default;
-  std::string text() const;  // "matmul f32[64,128] f32[128,10] -> f32[64,10]"
+  std::string text() const;  // "matmul f32[64,128] f32[128,10] -> f32[64,10]", then " + relu" per step
 };
 
 class HostOpProgram : public Program {

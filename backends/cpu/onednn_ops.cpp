@@ -17,6 +17,8 @@
 #include <unordered_map>
 
 #include <oneapi/dnnl/dnnl.hpp>
+
+#include "backends/cpu/onednn_post_ops.h"
 #endif
 
 namespace kiln::cpu {
@@ -94,7 +96,8 @@ class Primitive : public OneDnnOp {
 class BlockedConv : public OneDnnOp {
  public:
   BlockedConv(const dnnl::convolution_forward::primitive_desc& pd, memory::desc src, memory::desc weights,
-              memory::desc dst, std::optional<memory::desc> bias, const void* constant_weights, bool serial)
+              memory::desc dst, std::optional<memory::desc> bias, const std::vector<Primitive::Arg>& epilogue_operands,
+              const void* constant_weights, bool serial)
       : serial_(serial), conv_(pd), user_src_(src, engine(), DNNL_MEMORY_NONE),
         user_weights_(weights, engine(), DNNL_MEMORY_NONE), user_dst_(dst, engine(), DNNL_MEMORY_NONE) {
     // Each operand gets a blocked copy and its reorder only where oneDNN chose another layout.
@@ -112,6 +115,10 @@ class BlockedConv : public OneDnnOp {
     if (bias) bias_ = memory(*bias, engine(), DNNL_MEMORY_NONE);
     args_ = {{DNNL_ARG_SRC, src_}, {DNNL_ARG_WEIGHTS, weights_}, {DNNL_ARG_DST, dst_}};
     if (bias_) args_.emplace(DNNL_ARG_BIAS, *bias_);
+    for (const Primitive::Arg& a : epilogue_operands) {
+      epilogue_operands_.push_back({a.slot, memory(a.desc, engine(), DNNL_MEMORY_NONE)});
+      args_.emplace(a.dnnl_arg, epilogue_operands_.back().second);
+    }
     if (constant_weights && weights_in_) {
       dnnl::stream stream(engine());
       user_weights_.set_data_handle(const_cast<void*>(constant_weights));
@@ -129,6 +136,7 @@ class BlockedConv : public OneDnnOp {
     user_src_.set_data_handle(operands[0].data);
     user_dst_.set_data_handle(operands.back().data);
     if (bias_) bias_->set_data_handle(operands[2].data);
+    for (auto& [slot, mem] : epilogue_operands_) mem.set_data_handle(operands[size_t(slot)].data);
     if (src_in_) src_in_.execute(stream, user_src_, src_);
     if (!weights_packed_) {
       user_weights_.set_data_handle(operands[1].data);
@@ -146,6 +154,7 @@ class BlockedConv : public OneDnnOp {
   memory user_src_, user_weights_, user_dst_;  // kiln's NCHW / OIHW buffers, set per launch
   memory src_, weights_, dst_;                 // what the convolution reads and writes
   std::optional<memory> bias_;
+  std::vector<std::pair<int, memory>> epilogue_operands_;  // by op slot: binary post-ops' operands
   dnnl::reorder src_in_, weights_in_, dst_out_;  // empty where the layouts agree
   std::unordered_map<int, memory> args_;
   bool weights_packed_ = false;
@@ -184,7 +193,23 @@ memory::desc matrix(int64_t batch0, int64_t batch1, int64_t s0, int64_t s1, int6
                       {s0 == 0 ? span * b1 : s0, s1 == 0 ? span : s1, row_stride, col_stride});
 }
 
-std::unique_ptr<OneDnnOp> make_matmul(const OpRun& run) {
+// A fused run's epilogue goes into `attr`, its operands into `args`; false when oneDNN cannot take
+// it, or would take it only on another kernel than the op's own.
+template <class PrimitiveDesc, class MakeDesc>
+bool fuse_epilogue(const OpRun& run, std::span<const EpilogueStep> epilogue, ChannelAxis axis, MakeDesc make_desc,
+                   PrimitiveDesc& pd, std::vector<Primitive::Arg>& args) {
+  if (epilogue.empty()) return true;
+  std::optional<PostOps> post = post_ops_of(run, epilogue, axis);
+  if (!post) return false;
+  PrimitiveDesc fused(make_desc(), post->attr, engine());
+  if (std::string(fused.impl_info_str()) != pd.impl_info_str()) return false;
+  pd = fused;
+  for (const PostOpOperand& o : post->operands) args.push_back({o.dnnl_arg, o.desc, o.slot});
+  return true;
+}
+
+std::unique_ptr<OneDnnOp> make_matmul(const OpRun& fused, std::span<const EpilogueStep> epilogue) {
+  const OpRun run{fused.kind, fused.attrs, fused.inputs.first(anchor_inputs(fused, epilogue)), fused.outputs};
   std::optional<MatmulProblem> p = decode_matmul(run);
   if (!p || p->alpha != 1.0 || p->m == 0 || p->n == 0 || p->k == 0) return nullptr;
   for (const BufferView& v : run.inputs)
@@ -198,19 +223,18 @@ std::unique_ptr<OneDnnOp> make_matmul(const OpRun& run) {
                               : matrix(p->batch0, p->batch1, p->b_batch0, p->b_batch1, p->k, p->n, p->n, 1);
   memory::desc c = matrix(p->batch0, p->batch1, p->m * p->n * p->batch1, p->m * p->n, p->m, p->n, p->n, 1);
   std::vector<Primitive::Arg> args = {{DNNL_ARG_SRC, a, 0}, {DNNL_ARG_WEIGHTS, b, 1}};
-  dnnl::matmul::primitive_desc pd;
-  if (bias) {
-    memory::desc bias_desc({1, 1, 1, p->n}, memory::data_type::f32, {p->n, p->n, p->n, 1});
-    pd = dnnl::matmul::primitive_desc(dnnl::matmul::desc(a, b, bias_desc, c), engine());
-    args.push_back({DNNL_ARG_BIAS, bias_desc, 2});
-  } else {
-    pd = dnnl::matmul::primitive_desc(dnnl::matmul::desc(a, b, c), engine());
-  }
-  args.push_back({DNNL_ARG_DST, c, int(run.inputs.size())});
+  const memory::desc bias_desc({1, 1, 1, p->n}, memory::data_type::f32, {p->n, p->n, p->n, 1});
+  auto desc = [&] { return bias ? dnnl::matmul::desc(a, b, bias_desc, c) : dnnl::matmul::desc(a, b, c); };
+  dnnl::matmul::primitive_desc pd(desc(), engine());
+  if (bias) args.push_back({DNNL_ARG_BIAS, bias_desc, 2});
+  const ChannelAxis last{run.outputs[0].dims.size() - 1, 3};
+  if (!fuse_epilogue(fused, epilogue, last, desc, pd, args)) return nullptr;
+  args.push_back({DNNL_ARG_DST, c, int(fused.inputs.size())});
   return std::make_unique<Primitive>(dnnl::matmul(pd), args, double(p->flops()) < kSerialFlops);
 }
 
-std::unique_ptr<OneDnnOp> make_conv(const OpRun& run) {
+std::unique_ptr<OneDnnOp> make_conv(const OpRun& fused, std::span<const EpilogueStep> epilogue) {
+  const OpRun run{fused.kind, fused.attrs, fused.inputs.first(anchor_inputs(fused, epilogue)), fused.outputs};
   std::optional<ConvProblem> problem = decode_conv(run);
   if (!problem) return nullptr;
   const ConvParams& q = problem->params;
@@ -228,12 +252,16 @@ std::unique_ptr<OneDnnOp> make_conv(const OpRun& run) {
   const auto algo = dnnl::algorithm::convolution_direct;
   std::optional<memory::desc> b_md;
   if (problem->has_bias) b_md = memory::desc({q.o}, memory::data_type::f32, tag::a);
-  auto desc = b_md ? dnnl::convolution_forward::desc(kind, algo, any_src, any_w, *b_md, any_dst, strides, dilates, pad_l, pad_r)
-                   : dnnl::convolution_forward::desc(kind, algo, any_src, any_w, any_dst, strides, dilates, pad_l, pad_r);
-  dnnl::convolution_forward::primitive_desc pd(desc, engine());
+  auto desc = [&] {
+    return b_md ? dnnl::convolution_forward::desc(kind, algo, any_src, any_w, *b_md, any_dst, strides, dilates, pad_l, pad_r)
+                : dnnl::convolution_forward::desc(kind, algo, any_src, any_w, any_dst, strides, dilates, pad_l, pad_r);
+  };
+  dnnl::convolution_forward::primitive_desc pd(desc(), engine());
+  std::vector<Primitive::Arg> operands;
+  if (!fuse_epilogue(fused, epilogue, ChannelAxis{1, 1}, desc, pd, operands)) return nullptr;
   const void* constant_weights = run.inputs[1].buffer ? reference::host_data(*run.inputs[1].buffer) : nullptr;
   const double flops = 2.0 * double(problem->batch) * q.o * q.oh * q.ow * q.cg * problem->kh * problem->kw;
-  return std::make_unique<BlockedConv>(pd, src_md, w_md, dst_md, b_md, constant_weights, flops < kSerialFlops);
+  return std::make_unique<BlockedConv>(pd, src_md, w_md, dst_md, b_md, operands, constant_weights, flops < kSerialFlops);
 }
 
 // The spatial values of a pool attribute, `per_dim` per spatial dim; `fill` where it is unset.
@@ -290,11 +318,12 @@ std::unique_ptr<OneDnnOp> make_pool(const OpRun& run) {
 bool have_onednn() { return true; }
 uint64_t weight_reorders() { return reorders_of_weights; }
 
-std::unique_ptr<OneDnnOp> make_onednn_op(const OpRun& run) {
+std::unique_ptr<OneDnnOp> make_onednn_op(const OpRun& run, std::span<const EpilogueStep> epilogue) {
   try {
-    if (run.kind == OpKind::Conv) return make_conv(run);
-    if (run.kind == OpKind::MatMul || run.kind == OpKind::Linear || run.kind == OpKind::Gemm) return make_matmul(run);
-    if (run.kind == OpKind::MaxPool || run.kind == OpKind::AvgPool) return make_pool(run);
+    if (run.kind == OpKind::Conv) return make_conv(run, epilogue);
+    if (run.kind == OpKind::MatMul || run.kind == OpKind::Linear || run.kind == OpKind::Gemm)
+      return make_matmul(run, epilogue);
+    if (epilogue.empty() && (run.kind == OpKind::MaxPool || run.kind == OpKind::AvgPool)) return make_pool(run);
   } catch (const dnnl::error&) {
     return nullptr;  // a configuration oneDNN has no implementation for: the reference kernel runs it
   }
@@ -305,7 +334,7 @@ std::unique_ptr<OneDnnOp> make_onednn_op(const OpRun& run) {
 
 bool have_onednn() { return false; }
 uint64_t weight_reorders() { return 0; }
-std::unique_ptr<OneDnnOp> make_onednn_op(const OpRun&) { return nullptr; }
+std::unique_ptr<OneDnnOp> make_onednn_op(const OpRun&, std::span<const EpilogueStep>) { return nullptr; }
 
 #endif
 

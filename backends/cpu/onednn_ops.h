@@ -6,6 +6,7 @@
 
 #include <cstdint>
 #include <memory>
+#include <span>
 #include <vector>
 
 #include "backends/backend.h"
@@ -28,8 +29,12 @@ class OneDnnOp {
 };
 
 // The primitive for `run` (buffers may be null: only kinds, dtypes, dims and attrs are read), or
-// nullptr when oneDNN is not built in or does not take this op.
-std::unique_ptr<OneDnnOp> make_onednn_op(const OpRun& run);
+// nullptr when oneDNN is not built in or does not take this op. With an epilogue (`run` as
+// Backend::plan_fused_template gives it), matmul and conv apply it as oneDNN post-ops: unary
+// activations as eltwise ops, binary ops whose other operand is a scalar or runs along the
+// result's channels (conv's dim 1, matmul's last dim) as binary ops. nullptr when a step is none of
+// those, or when the post-ops would move oneDNN to another, slower kernel.
+std::unique_ptr<OneDnnOp> make_onednn_op(const OpRun& run, std::span<const EpilogueStep> epilogue = {});
 
 // Whether this kiln was built with oneDNN.
 bool have_onednn();

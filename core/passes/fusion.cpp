@@ -80,6 +80,7 @@ std::vector<FusionGroup> fuse_graph(const Graph& graph, const FusionOptions& opt
     std::set<const Node*> members;
     Shape space;                  // the shape a pointwise node needs to join
     const Node* anchor = nullptr; // the reduction/matmul/conv; after it only epilogue nodes join
+    bool template_anchor = false; // the anchor runs as the backend's template: a chain joins it
   } open;
 
   auto add_closed = [&](const Node* n) {
@@ -118,9 +119,30 @@ std::vector<FusionGroup> fuse_graph(const Graph& graph, const FusionOptions& opt
     return true;
   };
 
+  // The template's epilogue is a chain: n reads the group's last value, which nothing else reads,
+  // and at most one value from outside the group.
+  auto extends_template_chain = [&](const Node* n) {
+    const FusionGroup& g = groups.back();
+    const Value* last = g.nodes.back()->output();
+    if (!is_fusible_pointwise(*n) || n->inputs.size() > 2 || !same_shape(n->output()->type.shape, open.space) ||
+        graph_outputs.count(last) || users[last].size() != 1 || users[last][0] != n)
+      return false;
+    for (const Value* v : n->inputs)
+      if (v != last && v->producer && open.members.count(v->producer)) return false;
+    std::vector<const Node*> epilogue(g.nodes.begin() + 1, g.nodes.end());
+    epilogue.push_back(n);
+    return options.template_epilogue(*open.anchor, epilogue);
+  };
+
   auto try_join = [&](const Node* n) {
     FusionGroup& g = groups.back();
     if (g.nodes.size() >= options.max_group_nodes) return false;
+    if (open.template_anchor) {
+      if (!extends_template_chain(n)) return false;
+      join(n);
+      g.kind = FusionKind::Epilogue;
+      return true;
+    }
     const Value* in = n->inputs.empty() ? nullptr : n->inputs[0];
     if (!open.anchor) {
       if (is_fusible_pointwise(*n) && same_shape(n->output()->type.shape, open.space)) {
@@ -156,14 +178,16 @@ std::vector<FusionGroup> fuse_graph(const Graph& graph, const FusionOptions& opt
   auto start = [&](const Node* n) {
     open = Open{};
     bool chain = is_fusible_pointwise(*n) || (options.fuse_views && is_fusible_view(*n));
-    bool anchor = options.fuse_epilogues && is_epilogue_anchor(*n) &&
-                  !(options.keep_alone && options.keep_alone(*n));
+    bool kept = options.fuse_epilogues && is_epilogue_anchor(*n) && options.keep_alone && options.keep_alone(*n);
+    bool anchor = options.fuse_epilogues && is_epilogue_anchor(*n) && (!kept || options.template_epilogue);
     groups.push_back({chain ? FusionKind::Pointwise : kind_alone(*n), {n}, {}});
+    groups.back().template_anchor = kept;
     if (!chain && !anchor) return;
     open.active = true;
     open.members = {n};
     open.space = n->output()->type.shape;
     if (anchor) open.anchor = n;
+    open.template_anchor = kept;
   };
 
   for (const Node* n : nodes) {

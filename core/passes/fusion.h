@@ -3,7 +3,8 @@
 // slice) of a group's values join it as index maps; a sum/mean/max/min/prod reduction joins the
 // pointwise group that produces its input when nothing else reads that group's values; pointwise
 // consumers of a reduction, matmul, gemm, linear, conv or pool on its output shape run in its
-// epilogue. Everything else is a group of one.
+// epilogue, and a chain of them in the epilogue of the backend's template where it takes them.
+// Everything else is a group of one.
 #pragma once
 
 #include <functional>
@@ -27,6 +28,9 @@ struct FusionGroup {
   std::vector<const Node*> nodes;     // in the graph's topological order
   std::vector<const Value*> outputs;  // values read after the group (or graph outputs, or unread)
   std::vector<int> origins() const;   // ids of every node in the group
+  // Its first node is an anchor kept alone for the backend's template (FusionOptions::keep_alone);
+  // any nodes after it are the epilogue that template takes (FusionOptions::template_epilogue).
+  bool template_anchor = false;
 };
 
 struct FusionOptions {
@@ -41,6 +45,10 @@ struct FusionOptions {
   // Anchors that run faster alone, as the backend's tuned template, than as a generic kernel with
   // the epilogue folded in: they take no epilogue. Unset: every anchor takes one.
   std::function<bool(const Node&)> keep_alone;
+  // Whether the template of an anchor kept alone also takes `epilogue`: pointwise nodes of its
+  // output shape, each reading the one before it (the first reads the anchor) as the only reader
+  // of that value, plus at most one operand from outside the group. Unset: no epilogue.
+  std::function<bool(const Node& anchor, const std::vector<const Node*>& epilogue)> template_epilogue;
 };
 
 bool is_fusible_pointwise(const Node& node);

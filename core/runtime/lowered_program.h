@@ -61,7 +61,17 @@ struct ProgramKernel {
   std::vector<ProgramStep> steps;
   // Kept by value: the graph may be gone when a new input shape plans the template again.
   std::optional<std::pair<OpKind, AttrMap>> template_op;
-  std::vector<int> node_inputs, node_outputs;  // its operands' value numbers, in op order
+  // The pointwise chain the template takes after template_op (Backend::plan_fused_template).
+  struct EpilogueOp {
+    OpKind kind = OpKind::Relu;
+    AttrMap attrs;
+    int operand = -1;  // index into node_inputs, or -1 for a unary op
+    bool operand_first = false;
+  };
+  std::vector<EpilogueOp> template_epilogue;
+  // The template's operands' value numbers: template_op's inputs then the epilogue's operands; its
+  // outputs (the epilogue's last value when there is one).
+  std::vector<int> node_inputs, node_outputs;
   std::vector<int> reads, writes;              // value numbers (writes include scratch)
   int in_place_output = -1, in_place_input = -1;  // a pointwise store over an input it reads
 };

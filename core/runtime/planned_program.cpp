@@ -64,8 +64,8 @@ const Program& PlannedProgram::program_for(const ProgramStep& s) {
                        {name, language, s.source, s.workgroup_size, false, s.elements_per_invocation});
 }
 
-// The backend's tuned template for a lone template_candidate op at these sizes (the same choice eager
-// execution makes), or nothing to keep the generic kernel.
+// The backend's tuned template for a template_candidate op, with its epilogue, at these sizes (alone,
+// the same choice eager execution makes), or nothing to keep the generic kernel.
 std::optional<PlannedProgram::LaunchPlan> PlannedProgram::template_launch(
     const ProgramKernel& ks, const std::map<std::string, int64_t>& bindings) {
   std::vector<BufferView> ins, outs;
@@ -79,8 +79,12 @@ std::optional<PlannedProgram::LaunchPlan> PlannedProgram::template_launch(
   }
   for (int v : ks.node_outputs)
     outs.push_back({nullptr, values_[size_t(v)].type.dtype, concrete_dims(values_[size_t(v)].type.shape, bindings)});
+  const OpRun run{ks.template_op->first, ks.template_op->second, ins, outs, options_.max_autotune};
+  std::vector<EpilogueStep> epilogue;
+  for (const ProgramKernel::EpilogueOp& e : ks.template_epilogue)
+    epilogue.push_back({e.kind, &e.attrs, e.operand, e.operand_first});
   std::optional<TemplateLaunch> t =
-      backend_.plan_template(OpRun{ks.template_op->first, ks.template_op->second, ins, outs, options_.max_autotune});
+      epilogue.empty() ? backend_.plan_template(run) : backend_.plan_fused_template(run, epilogue);
   if (!t) return std::nullopt;
   const Program& program = programs_.get({t->name, t->language, t->source}, {t->name, t->language, t->source, 0, true});
   LaunchPlan plan{&program, {}, std::move(t->push_constants), t->groups};

@@ -35,9 +35,28 @@ KernelSchedule schedule_kernels(const Graph& graph, Backend& backend, bool fuse,
     for (const Value* v : n.outputs) outs.push_back(at_hints(v));
     return backend.plan_template(OpRun{n.kind, n.attrs, ins, outs, max_autotune}).has_value();
   };
+  fusion.template_epilogue = [&backend, max_autotune](const Node& anchor, const std::vector<const Node*>& epilogue) {
+    std::vector<BufferView> ins, outs{at_hints(epilogue.back()->output())};
+    for (const Value* v : anchor.inputs) ins.push_back(at_hints(v));
+    std::vector<EpilogueStep> steps;
+    const Value* last = anchor.output();
+    for (const Node* n : epilogue) {
+      EpilogueStep step{n->kind, &n->attrs};
+      for (size_t i = 0; i < n->inputs.size(); ++i)
+        if (n->inputs[i] != last) {
+          step.operand = int(ins.size());
+          step.operand_first = i == 0;
+          ins.push_back(at_hints(n->inputs[i]));
+        }
+      steps.push_back(step);
+      last = n->output();
+    }
+    return backend.plan_fused_template(OpRun{anchor.kind, anchor.attrs, ins, outs, max_autotune}, steps).has_value();
+  };
   KernelSchedule schedule;
   for (FusionGroup& g : fuse_graph(graph, fusion)) {
-    bool candidate = g.kind != FusionKind::Constant && g.nodes.size() == 1 && backend.has_template(g.nodes[0]->kind);
+    bool candidate = g.kind != FusionKind::Constant &&
+                     (g.template_anchor || (g.nodes.size() == 1 && backend.has_template(g.nodes[0]->kind)));
     schedule.kernels.push_back({std::move(g), candidate});
   }
   return schedule;

@@ -14,8 +14,9 @@ namespace kiln {
 
 struct ScheduledKernel {
   FusionGroup group;
-  // A group of one op the backend has a template for: at each set of sizes the executor asks the
-  // backend for it (Backend::plan_template), and runs the generic kernel when it declines.
+  // A group of one op the backend has a template for, or such an op with the epilogue its template
+  // takes: at each set of sizes the executor asks the backend for it (Backend::plan_template,
+  // plan_fused_template), and runs the group's generic kernel when it declines.
   bool template_candidate = false;
 };
 
@@ -23,8 +24,9 @@ struct KernelSchedule {
   std::vector<ScheduledKernel> kernels;  // execution order; constants included (FusionKind::Constant)
 };
 
-// Fusion for `backend`: an op with a template that serves its traced sizes runs alone (no epilogue
-// folded in), since on lavapipe the template beats the generic kernel with the epilogue fused.
+// Fusion for `backend`: an op with a template that serves its traced sizes runs as that template,
+// since on lavapipe the template beats the generic kernel with the epilogue fused. It takes the
+// pointwise chain after it where the backend fuses that into the template (plan_fused_template).
 // `max_autotune`: the backend may time its template variants to decide.
 KernelSchedule schedule_kernels(const Graph& graph, Backend& backend, bool fuse = true, bool max_autotune = false);
 

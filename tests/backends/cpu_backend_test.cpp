@@ -154,6 +154,43 @@ TEST(CpuBackend, PoolingRunsAsAHostOp) {
   EXPECT_EQ(host_pools, 3);
 }
 
+// The host op's description of each compiled kernel that ran as one ("conv ... + relu").
+std::vector<std::string> host_ops(const trace::Bundle& bundle) {
+  std::vector<std::string> out;
+  for (const trace::BundleKernel& k : bundle.kernels)
+    for (const trace::KernelSource& s : k.sources)
+      if (s.dialect == "host") out.push_back(s.text);
+  return out;
+}
+
+// Activations and per-channel or scalar operands after a conv or matmul run inside oneDNN's
+// kernel as post-ops; a full-size residual does not (its layout differs from the blocked result),
+// nor does an op oneDNN has no post-op for.
+TEST(CpuBackend, ConvAndMatmulEpiloguesRunAsOneDnnPostOps) {
+  if (!cpu::have_onednn()) GTEST_SKIP() << "built without oneDNN";
+  auto fn = [](const Tensor& x, const Tensor& w, const Tensor& scale, const Tensor& w2, const Tensor& fw,
+               const Tensor& fb) {
+    Tensor y = minimum(maximum(conv2d(x, w, {}, 1, 1) * scale, 0.0), 6.0);  // scale [16,1,1], relu6
+    Tensor r = relu(conv2d(y, w2, {}, 1, 1) + slice(y, 1, 0, 8));            // a residual
+    Tensor f = gelu(linear(reshape(r, {2, -1}), fw, fb));
+    return sin(f);
+  };
+  const Tensor x = randn({2, 8, 10, 10}, Device::ref(), 21), w = randn({16, 8, 3, 3}, Device::ref(), 22);
+  const Tensor scale = randn({16, 1, 1}, Device::ref(), 23), fw = randn({12, 800}, Device::ref(), 24) * 0.02;
+  const Tensor fb = randn({12}, Device::ref(), 25), w2 = randn({8, 16, 3, 3}, Device::ref(), 26);
+  auto cpu = [](const Tensor& t) { return t.to(Device::cpu()); };
+  auto compiled = compile(fn, CompileOptions{.name = "epilogues"});
+  // oneDNN sums each output's 72, 144 and 800 products in its own order.
+  EXPECT_TRUE(close(compiled(cpu(x), cpu(w), cpu(scale), cpu(w2), cpu(fw), cpu(fb)), fn(x, w, scale, w2, fw, fb), 1e-4));
+  const std::vector<std::string> ops = host_ops(compiled.bundle());
+  ASSERT_EQ(ops.size(), 3u);
+  EXPECT_NE(ops[0].find("+ mul #2 + maximum #3 + minimum #4"), std::string::npos) << ops[0];
+  EXPECT_EQ(ops[1].find(" + "), std::string::npos) << "the residual add stays a kernel of its own: " << ops[1];
+  EXPECT_NE(ops[2].find("linear"), std::string::npos) << ops[2];
+  EXPECT_NE(ops[2].find("+ gelu"), std::string::npos) << ops[2];
+  EXPECT_EQ(ops[2].find("sin"), std::string::npos) << "oneDNN has no sin post-op: " << ops[2];
+}
+
 // A parameter's buffer is written once, so a convolution reorders its weights into its blocked
 // layout on the first call that sees the buffer and keeps them for later calls, compiled or eager.
 // A new tensor gets new weights reordered, even at the address of a freed one.

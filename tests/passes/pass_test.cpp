@@ -3,7 +3,8 @@
 // is matched against its CHECK lines, FileCheck style. `// RUN: passes | stage` goes on through
 // compile_graph's later stages and checks the text of the last: `fusion` (the kernel schedule),
 // `lower` (kernel IR) or `emit` (GLSL), on a device with no templates, or `fusion+templates` and
-// `lower+templates` on one whose matmul, linear and softmax have tuned templates. The C++ tests below cover the runner (dumps,
+// `lower+templates` on one whose matmul, linear and softmax have tuned templates (`+epilogues`:
+// templates that also take relu, add and mul epilogues). The C++ tests below cover the runner (dumps,
 // errors naming the pass) and prove the standard pipeline leaves a traced model's results unchanged.
 #include <gtest/gtest.h>
 
@@ -182,7 +183,7 @@ std::string file_check(const Case& c, const std::string& output) {
 // what fusion sees on a backend with tuned kernels.
 class TemplateBackend : public Backend {
  public:
-  explicit TemplateBackend(bool templates) : templates_(templates) {}
+  TemplateBackend(bool templates, bool epilogues) : templates_(templates), epilogues_(epilogues) {}
   BackendKind kind() const override { return BackendKind::Null; }
   std::string name() const override { return templates_ ? "test (templates)" : "test"; }
   DeviceCaps caps() const override { return {}; }
@@ -199,17 +200,30 @@ class TemplateBackend : public Backend {
     if (!has_template(run.kind)) return std::nullopt;
     return TemplateLaunch{std::string(op_name(run.kind)) + "_template", "", "glsl", {}, {}, {1, 1, 1}};
   }
+  // With epilogues: a template takes relu, add and mul steps (any operand), as a stand-in for what a
+  // backend fuses, so the cases check the chain rules fusion applies before it asks.
+  std::optional<TemplateLaunch> plan_fused_template(const OpRun& run, std::span<const EpilogueStep> epilogue) override {
+    if (!epilogues_) return std::nullopt;
+    for (const EpilogueStep& step : epilogue)
+      if (step.kind != OpKind::Relu && step.kind != OpKind::Add && step.kind != OpKind::Mul) return std::nullopt;
+    return plan_template(run);
+  }
 
  private:
-  bool templates_;
+  bool templates_, epilogues_;
 };
 
-// The text of `stage` ("fusion", "lower", "emit", optionally "+templates") for an optimized graph.
+// The text of `stage` ("fusion", "lower", "emit", optionally "+templates" or "+epilogues") for an
+// optimized graph.
 std::string stage_text(const Graph& graph, std::string stage) {
-  const std::string suffix = "+templates";
-  bool templates = stage.size() > suffix.size() && stage.ends_with(suffix);
-  if (templates) stage.resize(stage.size() - suffix.size());
-  TemplateBackend backend(templates);
+  bool templates = false, epilogues = false;
+  for (const std::string suffix : {"+templates", "+epilogues"})
+    if (stage.size() > suffix.size() && stage.ends_with(suffix)) {
+      stage.resize(stage.size() - suffix.size());
+      templates = true;
+      epilogues = suffix == "+epilogues";
+    }
+  TemplateBackend backend(templates, epilogues);
   KernelSchedule schedule = schedule_kernels(graph, backend);
   if (stage == "fusion") return print_schedule(schedule);
   LoweredProgram program = lower_schedule(graph, schedule);
