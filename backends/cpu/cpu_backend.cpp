@@ -1,6 +1,6 @@
 // The cpu backend: the host CPU, with compiled programs as generated C++.
-//  - Eager ops run precompiled kernels (the reference kernels, and oneDNN for matmul, conv and pooling), so
-//    no eager op ever waits on a compiler.
+//  - Eager ops run precompiled kernels (the reference kernels, and oneDNN for matmul, conv and
+//    pooling), so no eager op ever waits on a compiler.
 //  - Compiled programs print their kernel IR as C++ (Dialect::Cpp), which the host compiler builds
 //    into shared objects (host_compiler.h), a few translation units per program, cached on disk.
 //  - Matmul, gemm, linear, conv and pooling run as host ops, eagerly and inside compiled programs:
@@ -59,8 +59,8 @@ class CpuBackend : public reference::HostBackend {
     c.memory_bytes = size_t(sysconf(_SC_PHYS_PAGES)) * size_t(sysconf(_SC_PAGESIZE));
     return c;
   }
-  // Matmul, conv and pooling run their oneDNN primitive, made on the first call of each shape; every other
-  // op its reference kernel.
+  // Matmul, conv and pooling run their oneDNN primitive, made on the first call of each shape;
+  // every other op its reference kernel.
   void execute(const OpRun& run) override {
     if (!runs_as_host_op(run.kind) || !have_onednn()) {
       reference::run_reference_kernel(run);

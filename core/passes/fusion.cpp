@@ -223,6 +223,22 @@ std::vector<FusionGroup> fuse_graph(const Graph& graph, const FusionOptions& opt
   return groups;
 }
 
+std::vector<ChainStep> template_chain(const Node& anchor, std::span<const Node* const> epilogue) {
+  std::vector<ChainStep> chain;
+  const Value* last = anchor.output();
+  for (const Node* n : epilogue) {
+    ChainStep step{n};
+    for (size_t i = 0; i < n->inputs.size(); ++i)
+      if (n->inputs[i] != last) {
+        step.operand = n->inputs[i];
+        step.operand_first = i == 0;
+      }
+    chain.push_back(step);
+    last = n->output();
+  }
+  return chain;
+}
+
 std::string describe_groups(const std::vector<FusionGroup>& groups) {
   std::string text;
   int kernels = 0;

@@ -8,6 +8,7 @@
 #pragma once
 
 #include <functional>
+#include <span>
 #include <string>
 #include <vector>
 
@@ -60,6 +61,16 @@ bool is_epilogue_anchor(const Node& node);
 // Groups in execution order; every node of `graph` is in exactly one group, and every group comes
 // after the groups producing its inputs.
 std::vector<FusionGroup> fuse_graph(const Graph& graph, const FusionOptions& options = {});
+
+// One node of a template's epilogue chain, with its operand from outside the chain (nullptr for a
+// unary node) and whether that operand comes first (sub(c, v) rather than sub(v, c)).
+struct ChainStep {
+  const Node* node = nullptr;
+  const Value* operand = nullptr;
+  bool operand_first = false;
+};
+// The chain after `anchor`: each node of `epilogue` reads the value before it.
+std::vector<ChainStep> template_chain(const Node& anchor, std::span<const Node* const> epilogue);
 
 // "3 kernels: [add,mul,relu] [matmul] [exp]" for logs and test failures.
 std::string describe_groups(const std::vector<FusionGroup>& groups);

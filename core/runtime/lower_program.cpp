@@ -133,18 +133,10 @@ LoweredProgram lower_schedule(const Graph& graph, const KernelSchedule& schedule
     if (k.template_candidate) {
       pk.template_op = std::make_pair(g.nodes[0]->kind, g.nodes[0]->attrs);
       for (const Value* v : g.nodes[0]->inputs) pk.node_inputs.push_back(number.at(v));
-      const Value* last = g.nodes[0]->output();
-      for (size_t i = 1; i < g.nodes.size(); ++i) {
-        const Node* n = g.nodes[i];
-        ProgramKernel::EpilogueOp step{n->kind, n->attrs};
-        for (size_t j = 0; j < n->inputs.size(); ++j)
-          if (n->inputs[j] != last) {
-            step.operand = int(pk.node_inputs.size());
-            step.operand_first = j == 0;
-            pk.node_inputs.push_back(number.at(n->inputs[j]));
-          }
-        pk.template_epilogue.push_back(std::move(step));
-        last = n->output();
+      for (const ChainStep& c : template_chain(*g.nodes[0], std::span(g.nodes).subspan(1))) {
+        pk.template_epilogue.push_back(
+            {c.node->kind, c.node->attrs, c.operand ? int(pk.node_inputs.size()) : -1, c.operand_first});
+        if (c.operand) pk.node_inputs.push_back(number.at(c.operand));
       }
       for (const Value* v : g.nodes.back()->outputs) pk.node_outputs.push_back(number.at(v));
     }

@@ -39,17 +39,9 @@ KernelSchedule schedule_kernels(const Graph& graph, Backend& backend, bool fuse,
     std::vector<BufferView> ins, outs{at_hints(epilogue.back()->output())};
     for (const Value* v : anchor.inputs) ins.push_back(at_hints(v));
     std::vector<EpilogueStep> steps;
-    const Value* last = anchor.output();
-    for (const Node* n : epilogue) {
-      EpilogueStep step{n->kind, &n->attrs};
-      for (size_t i = 0; i < n->inputs.size(); ++i)
-        if (n->inputs[i] != last) {
-          step.operand = int(ins.size());
-          step.operand_first = i == 0;
-          ins.push_back(at_hints(n->inputs[i]));
-        }
-      steps.push_back(step);
-      last = n->output();
+    for (const ChainStep& c : template_chain(anchor, epilogue)) {
+      steps.push_back({c.node->kind, &c.node->attrs, c.operand ? int(ins.size()) : -1, c.operand_first});
+      if (c.operand) ins.push_back(at_hints(c.operand));
     }
     return backend.plan_fused_template(OpRun{anchor.kind, anchor.attrs, ins, outs, max_autotune}, steps).has_value();
   };
