@@ -5,6 +5,7 @@
 
 #include "backends/conv_problem.h"
 #include "backends/matmul_problem.h"
+#include "backends/template_util.h"
 #include "backends/ref/host_memory.h"
 
 #ifdef KILN_HAVE_DNNL
@@ -163,17 +164,16 @@ class BlockedConv : public OneDnnOp {
   // The weights in the convolution's layout: kept ones for a stable buffer (serial != 0), else
   // reordered now into the scratch copy.
   memory packed_weights(dnnl::stream& stream, uint64_t serial) {
-    ++reorders_of_weights;  // undone below when a kept copy serves
+    for (size_t i = 0; serial != 0 && i < kept_.size(); ++i)
+      if (kept_[i].first == serial) {
+        std::rotate(kept_.begin(), kept_.begin() + long(i), kept_.begin() + long(i) + 1);  // most recent first
+        return kept_.front().second;
+      }
+    ++reorders_of_weights;
     if (serial == 0) {
       weights_in_.execute(stream, user_weights_, weights_);
       return weights_;
     }
-    for (size_t i = 0; i < kept_.size(); ++i)
-      if (kept_[i].first == serial) {
-        std::rotate(kept_.begin(), kept_.begin() + long(i), kept_.begin() + long(i) + 1);  // most recent first
-        --reorders_of_weights;
-        return kept_.front().second;
-      }
     memory packed(weights_.get_desc(), engine());
     weights_in_.execute(stream, user_weights_, packed);
     if (kept_.size() == kKeptWeights) kept_.pop_back();
@@ -264,13 +264,6 @@ std::unique_ptr<OneDnnOp> make_conv(const OpRun& fused, std::span<const Epilogue
   return std::make_unique<BlockedConv>(pd, src_md, w_md, dst_md, b_md, operands, constant_weights, flops < kSerialFlops);
 }
 
-// The spatial values of a pool attribute, `per_dim` per spatial dim; `fill` where it is unset.
-memory::dims pool_attr(const AttrMap& attrs, const char* name, size_t spatial, size_t per_dim, int64_t fill) {
-  std::vector<int64_t> v = attrs.has(name) ? attrs.get_ints(name) : std::vector<int64_t>{};
-  if (v.empty()) v.assign(spatial * per_dim, fill);
-  return memory::dims(v.begin(), v.end());
-}
-
 // Max and average pooling over [N, C, H, W] or [N, C, W] in kiln's layout, on OpenMP's team like
 // the convolutions around it. Windows past the end padding (ceil_mode) are oneDNN's extra right
 // padding; average pooling that counts padding then declines, since oneDNN would count those too.
@@ -280,10 +273,11 @@ std::unique_ptr<OneDnnOp> make_pool(const OpRun& run) {
   if (x.dtype != DType::F32 || (x.dims.size() != 3 && x.dims.size() != 4)) return nullptr;
   const size_t spatial = x.dims.size() - 2;
   const bool is_max = run.kind == OpKind::MaxPool;
-  const memory::dims kernel = pool_attr(run.attrs, "kernel", spatial, 1, 1);
-  const memory::dims strides = pool_attr(run.attrs, "stride", spatial, 1, 1);
-  const memory::dims pads = pool_attr(run.attrs, "padding", spatial, 2, 0);
-  const memory::dims dilation = is_max ? pool_attr(run.attrs, "dilation", spatial, 1, 1) : memory::dims(spatial, 1);
+  const memory::dims kernel = templates::spatial_attr(run.attrs, "kernel", spatial, 1, 1);
+  const memory::dims strides = templates::spatial_attr(run.attrs, "stride", spatial, 1, 1);
+  const memory::dims pads = templates::spatial_attr(run.attrs, "padding", spatial, 2, 0);
+  const memory::dims dilation =
+      is_max ? templates::spatial_attr(run.attrs, "dilation", spatial, 1, 1) : memory::dims(spatial, 1);
   const bool include_pad = !is_max && run.attrs.get_bool("count_include_pad");
   memory::dims pad_l(pads.begin(), pads.begin() + long(spatial)), pad_r(pads.begin() + long(spatial), pads.end());
   memory::dims dilates(spatial);
