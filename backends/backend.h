@@ -175,6 +175,9 @@ class Backend {
   // Ops that may run as a tuned template (plan_template) when they are alone in a kernel: fusion
   // leaves them alone where the template serves their shapes.
   virtual bool has_template(OpKind) const { return false; }
+  // Optional: whether this 4-d conv or window pool (as `run` gives it, channels-first) runs faster
+  // in compiled programs with channels-last activations: the channels-last pass then gives it them.
+  virtual bool prefers_channels_last(const OpRun&) { return false; }
   virtual std::unique_ptr<Program> compile(const ProgramSource& source);
   // Every kernel of one program at once, in order: a backend whose compiler is a process (cpu)
   // builds them as a few translation units instead of one per kernel. Defaults to compile() each.

@@ -1,6 +1,8 @@
 // Decoding of conv into ConvProblem: the checks and parameter block both backends' templates share.
 #include "backends/conv_problem.h"
 
+#include <algorithm>
+
 #include "backends/template_util.h"
 
 namespace kiln {
@@ -11,12 +13,18 @@ std::optional<ConvProblem> decode_conv(const OpRun& run) {
   if (run.kind != OpKind::Conv || run.outputs.size() != 1) return std::nullopt;
   if (run.inputs.size() != 2 && run.inputs.size() != 3) return std::nullopt;
   if (!all_dtype(run, DType::F32)) return std::nullopt;
-  const auto& x = run.inputs[0].dims;
+  const bool channels_last = is_channels_last(run.attrs);
+  auto channels_first = [channels_last](std::vector<int64_t> dims) {
+    if (channels_last && dims.size() >= 3) std::rotate(dims.begin() + 1, dims.end() - 1, dims.end());
+    return dims;
+  };
+  const std::vector<int64_t> x = channels_first(run.inputs[0].dims);
   const auto& wt = run.inputs[1].dims;
-  const auto& y = run.outputs[0].dims;
+  const std::vector<int64_t> y = channels_first(run.outputs[0].dims);
   if (x.size() < 3 || x.size() > 4 || wt.size() != x.size() || y.size() != x.size()) return std::nullopt;
   const size_t spatial = x.size() - 2;
   ConvProblem problem;
+  problem.channels_last = channels_last;
   problem.has_bias = run.inputs.size() == 3;
   if (problem.has_bias && numel(run.inputs[2].dims) != y[1]) return std::nullopt;
   for (const auto& dims : {x, wt, y})

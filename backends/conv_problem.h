@@ -1,4 +1,4 @@
-// Decoding of a conv op (1-d or 2-d, NCHW, groups, stride, padding, dilation, optional bias) into the
+// Decoding of a conv op (1-d or 2-d, NCHW or channels-last, groups, stride, padding, dilation, optional bias) into the
 // parameter block the conv templates of every backend take (shaders/conv2d.comp, shaders/cuda/conv2d_f32.cu).
 #pragma once
 
@@ -23,6 +23,7 @@ struct ConvProblem {
   int64_t batch = 0;
   int kh = 1, kw = 1;
   bool has_bias = false;
+  bool channels_last = false;  // activations [N, *spatial, C]: only the cpu backend's oneDNN conv takes them
 };
 
 // The problem of an f32 conv whose sizes fit int32 and that writes at least one element; nothing for

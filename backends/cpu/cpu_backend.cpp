@@ -12,6 +12,7 @@
 #include <omp.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <map>
 #include <mutex>
 
@@ -86,6 +87,17 @@ class CpuBackend : public reference::HostBackend {
   }
 
   bool has_template(OpKind kind) const override { return runs_as_host_op(kind); }
+  // Convs and window pools oneDNN runs on nhwc activations: its AVX-512 and AVX2 kernels read and
+  // write them in place, where channels-first ones cost a reorder each way around every conv.
+  bool prefers_channels_last(const OpRun& run) override {
+    if (!have_onednn() || run.inputs.empty() || run.outputs.size() != 1 || run.inputs[0].dims.size() != 4) return false;
+    if (run.kind != OpKind::Conv && run.kind != OpKind::MaxPool && run.kind != OpKind::AvgPool) return false;
+    AttrMap attrs = run.attrs;
+    attrs.set("channels_last", true);
+    std::vector<BufferView> ins(run.inputs.begin(), run.inputs.end()), outs(run.outputs.begin(), run.outputs.end());
+    for (std::vector<int64_t>* dims : {&ins[0].dims, &outs[0].dims}) std::rotate(dims->begin() + 1, dims->begin() + 2, dims->end());
+    return make_onednn_op(OpRun{run.kind, attrs, ins, outs}) != nullptr;
+  }
   std::optional<TemplateLaunch> plan_template(const OpRun& run) override {
     if (!runs_as_host_op(run.kind)) return std::nullopt;
     return launch_of(host_op_of(run), run);

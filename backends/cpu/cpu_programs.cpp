@@ -124,7 +124,8 @@ std::string HostOp::text() const {
     }
     return out;
   };
-  std::string out = std::string(op_name(kind)) + " " + types(input_types, input_dims) + " -> " + types(output_types, output_dims);
+  std::string out = std::string(op_name(kind)) + (is_channels_last(attrs) ? " channels_last " : " ") +
+                    types(input_types, input_dims) + " -> " + types(output_types, output_dims);
   for (const HostEpilogueStep& step : epilogue)
     out += " + " + std::string(op_name(step.kind)) + (step.operand < 0 ? "" : " #" + std::to_string(step.operand));
   return out;

@@ -70,7 +70,8 @@ struct HostOp {
   std::vector<bool> stable;              // per input: BufferView::stable
   std::vector<HostEpilogueStep> epilogue;
   bool operator==(const HostOp&) const = default;
-  std::string text() const;  // "matmul f32[64,128] f32[128,10] -> f32[64,10]", then " + relu" per step
+  // "matmul f32[64,128] f32[128,10] -> f32[64,10]" ("conv channels_last ..."), then " + relu" per step.
+  std::string text() const;
 };
 
 class HostOpProgram : public Program {

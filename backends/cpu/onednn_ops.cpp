@@ -196,7 +196,7 @@ memory::desc matrix(int64_t batch0, int64_t batch1, int64_t s0, int64_t s1, int6
 // A fused run's epilogue goes into `attr`, its operands into `args`; false when oneDNN cannot take
 // it, or would take it only on another kernel than the op's own.
 template <class PrimitiveDesc, class MakeDesc>
-bool fuse_epilogue(const OpRun& run, std::span<const EpilogueStep> epilogue, ChannelAxis axis, MakeDesc make_desc,
+bool fuse_epilogue(const OpRun& run, std::span<const EpilogueStep> epilogue, const ChannelAxis& axis, MakeDesc make_desc,
                    PrimitiveDesc& pd, std::vector<Primitive::Arg>& args) {
   if (epilogue.empty()) return true;
   std::optional<PostOps> post = post_ops_of(run, epilogue, axis);
@@ -227,7 +227,7 @@ std::unique_ptr<OneDnnOp> make_matmul(const OpRun& fused, std::span<const Epilog
   auto desc = [&] { return bias ? dnnl::matmul::desc(a, b, bias_desc, c) : dnnl::matmul::desc(a, b, c); };
   dnnl::matmul::primitive_desc pd(desc(), engine());
   if (bias) args.push_back({DNNL_ARG_BIAS, bias_desc, 2});
-  const ChannelAxis last{run.outputs[0].dims.size() - 1, 3};
+  const ChannelAxis last{run.outputs[0].dims.size() - 1, 3, std::nullopt};
   if (!fuse_epilogue(fused, epilogue, last, desc, pd, args)) return nullptr;
   args.push_back({DNNL_ARG_DST, c, int(fused.inputs.size())});
   return std::make_unique<Primitive>(dnnl::matmul(pd), args, double(p->flops()) < kSerialFlops);
@@ -244,9 +244,13 @@ std::unique_ptr<OneDnnOp> make_conv(const OpRun& fused, std::span<const Epilogue
   const int64_t ekh = int64_t(q.dh) * (problem->kh - 1) + 1, ekw = int64_t(q.dw) * (problem->kw - 1) + 1;
   const memory::dims strides{q.sh, q.sw}, dilates{q.dh - 1, q.dw - 1}, pad_l{q.ph, q.pw};
   const memory::dims pad_r{(q.oh - 1) * int64_t(q.sh) + ekh - q.h - q.ph, (q.ow - 1) * int64_t(q.sw) + ekw - q.w - q.pw};
-  memory::desc src_md(src, memory::data_type::f32, tag::nchw), dst_md(dst, memory::data_type::f32, tag::nchw);
+  // Channels-first activations go to whichever layout oneDNN prefers, through reorders; channels-last
+  // ones are oneDNN's nhwc, which its AVX-512 and AVX2 kernels read and write directly.
+  const tag activations = problem->channels_last ? tag::nhwc : tag::nchw;
+  memory::desc src_md(src, memory::data_type::f32, activations), dst_md(dst, memory::data_type::f32, activations);
   memory::desc w_md(weights, memory::data_type::f32, q.groups == 1 ? tag::oihw : tag::goihw);
-  memory::desc any_src(src, memory::data_type::f32, tag::any), any_dst(dst, memory::data_type::f32, tag::any);
+  memory::desc any_src = problem->channels_last ? src_md : memory::desc(src, memory::data_type::f32, tag::any);
+  memory::desc any_dst = problem->channels_last ? dst_md : memory::desc(dst, memory::data_type::f32, tag::any);
   memory::desc any_w(weights, memory::data_type::f32, tag::any);
   const auto kind = dnnl::prop_kind::forward_inference;
   const auto algo = dnnl::algorithm::convolution_direct;
@@ -257,21 +261,30 @@ std::unique_ptr<OneDnnOp> make_conv(const OpRun& fused, std::span<const Epilogue
                 : dnnl::convolution_forward::desc(kind, algo, any_src, any_w, any_dst, strides, dilates, pad_l, pad_r);
   };
   dnnl::convolution_forward::primitive_desc pd(desc(), engine());
+  // oneDNN's reference kernel is far slower than a reorder to a layout its fast kernels take.
+  if (problem->channels_last && std::string(pd.impl_info_str()).rfind("ref", 0) == 0) return nullptr;
   std::vector<Primitive::Arg> operands;
-  if (!fuse_epilogue(fused, epilogue, ChannelAxis{1, 1}, desc, pd, operands)) return nullptr;
+  const ChannelAxis channels = problem->channels_last ? ChannelAxis{run.outputs[0].dims.size() - 1, 1, dst_md}
+                                                     : ChannelAxis{1, 1, std::nullopt};
+  if (!fuse_epilogue(fused, epilogue, channels, desc, pd, operands)) return nullptr;
   const void* constant_weights = run.inputs[1].buffer ? reference::host_data(*run.inputs[1].buffer) : nullptr;
   const double flops = 2.0 * double(problem->batch) * q.o * q.oh * q.ow * q.cg * problem->kh * problem->kw;
   return std::make_unique<BlockedConv>(pd, src_md, w_md, dst_md, b_md, operands, constant_weights, flops < kSerialFlops);
 }
 
-// Max and average pooling over [N, C, H, W] or [N, C, W] in kiln's layout, on OpenMP's team like
+// Max and average pooling over [N, C, H, W] or [N, C, W] (or channels-last), on OpenMP's team like
 // the convolutions around it. Windows past the end padding (ceil_mode) are oneDNN's extra right
 // padding; average pooling that counts padding then declines, since oneDNN would count those too.
 std::unique_ptr<OneDnnOp> make_pool(const OpRun& run) {
-  const BufferView& x = run.inputs[0];
-  const BufferView& y = run.outputs[0];
-  if (x.dtype != DType::F32 || (x.dims.size() != 3 && x.dims.size() != 4)) return nullptr;
-  const size_t spatial = x.dims.size() - 2;
+  if (run.inputs[0].dtype != DType::F32 || (run.inputs[0].dims.size() != 3 && run.inputs[0].dims.size() != 4))
+    return nullptr;
+  const bool channels_last = is_channels_last(run.attrs);
+  auto channels_first = [channels_last](std::vector<int64_t> dims) {  // oneDNN's logical order
+    if (channels_last) std::rotate(dims.begin() + 1, dims.end() - 1, dims.end());
+    return dims;
+  };
+  const std::vector<int64_t> x = channels_first(run.inputs[0].dims), y = channels_first(run.outputs[0].dims);
+  const size_t spatial = x.size() - 2;
   const bool is_max = run.kind == OpKind::MaxPool;
   const memory::dims kernel = templates::spatial_attr(run.attrs, "kernel", spatial, 1, 1);
   const memory::dims strides = templates::spatial_attr(run.attrs, "stride", spatial, 1, 1);
@@ -282,16 +295,16 @@ std::unique_ptr<OneDnnOp> make_pool(const OpRun& run) {
   memory::dims pad_l(pads.begin(), pads.begin() + long(spatial)), pad_r(pads.begin() + long(spatial), pads.end());
   memory::dims dilates(spatial);
   for (size_t i = 0; i < spatial; ++i) {
-    const int64_t in = x.dims[2 + i], out = y.dims[2 + i];
+    const int64_t in = x[2 + i], out = y[2 + i];
     const int64_t extent = dilation[i] * (kernel[i] - 1) + 1;
     dilates[i] = dilation[i] - 1;
     if ((in + pad_l[i] + pad_r[i] - extent) / strides[i] + 1 == out) continue;
     if (include_pad) return nullptr;
     pad_r[i] = (out - 1) * strides[i] + extent - in - pad_l[i];
   }
-  const tag layout = spatial == 2 ? tag::nchw : tag::ncw;
-  memory::desc src(memory::dims(x.dims.begin(), x.dims.end()), memory::data_type::f32, layout);
-  memory::desc dst(memory::dims(y.dims.begin(), y.dims.end()), memory::data_type::f32, layout);
+  const tag layout = spatial == 2 ? (channels_last ? tag::nhwc : tag::nchw) : (channels_last ? tag::nwc : tag::ncw);
+  memory::desc src(memory::dims(x.begin(), x.end()), memory::data_type::f32, layout);
+  memory::desc dst(memory::dims(y.begin(), y.end()), memory::data_type::f32, layout);
   const auto algo = is_max ? dnnl::algorithm::pooling_max
                            : include_pad ? dnnl::algorithm::pooling_avg_include_padding
                                          : dnnl::algorithm::pooling_avg_exclude_padding;
@@ -300,7 +313,7 @@ std::unique_ptr<OneDnnOp> make_pool(const OpRun& run) {
                                      pad_l, pad_r),
       engine());
   double work = 1;
-  for (int64_t d : y.dims) work *= double(d);
+  for (int64_t d : y) work *= double(d);
   for (int64_t k : kernel) work *= double(k);
   return std::make_unique<Primitive>(dnnl::pooling_v2_forward(pd),
                                      std::vector<Primitive::Arg>{{DNNL_ARG_SRC, src, 0}, {DNNL_ARG_DST, dst, 1}},

@@ -45,10 +45,12 @@ std::optional<algorithm> binary_of(OpKind kind, bool operand_first) {
 }
 
 // The operand as a 4-d descriptor broadcast over the result: all ones, or the channel count at
-// the channel axis. Nothing for any other broadcast (a full-size residual among them: its layout
-// would differ from the blocked one oneDNN writes, which moves it off its fastest kernels).
-std::optional<dnnl::memory::desc> operand_desc(const BufferView& operand, const BufferView& result, ChannelAxis axis) {
+// the channel axis; or the result's own descriptor for an operand of its shape, where the
+// primitive's result layout is kiln's (ChannelAxis::result). Nothing for any other operand: a
+// full-size one beside a blocked result would move oneDNN off its fastest kernels.
+std::optional<dnnl::memory::desc> operand_desc(const BufferView& operand, const BufferView& result, const ChannelAxis& axis) {
   if (operand.dtype != DType::F32 || operand.dims.size() > result.dims.size()) return std::nullopt;
+  if (axis.result && operand.dims == result.dims) return axis.result;
   dnnl::memory::dims dims{1, 1, 1, 1};
   const size_t pad = result.dims.size() - operand.dims.size();
   for (size_t i = 0; i < operand.dims.size(); ++i) {
@@ -67,7 +69,7 @@ size_t anchor_inputs(const OpRun& run, std::span<const EpilogueStep> epilogue) {
   return run.inputs.size() - operands;
 }
 
-std::optional<PostOps> post_ops_of(const OpRun& run, std::span<const EpilogueStep> epilogue, ChannelAxis channels) {
+std::optional<PostOps> post_ops_of(const OpRun& run, std::span<const EpilogueStep> epilogue, const ChannelAxis& channels) {
   if (run.outputs.size() != 1 || run.outputs[0].dtype != DType::F32 || channels.dim >= run.outputs[0].dims.size())
     return std::nullopt;
   PostOps out;

@@ -135,7 +135,7 @@ std::optional<TemplateLaunch> matmul_template(const OpRun& run, int sm) {
 
 std::optional<TemplateLaunch> conv_template(const OpRun& run, int sm) {
   const std::optional<ConvProblem> problem = decode_conv(run);
-  if (!problem) return std::nullopt;
+  if (!problem || problem->channels_last) return std::nullopt;  // channels-last: the generic kernel
   const ConvParams& p = problem->params;
   const int kh = problem->kh, kw = problem->kw;
   const bool has_bias = problem->has_bias;

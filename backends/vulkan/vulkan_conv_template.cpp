@@ -45,7 +45,7 @@ std::string conv_source(const ConvTile& t, int kh, int kw, bool pointwise, bool 
 
 std::optional<TemplateLaunch> conv_template_launch(const OpRun& run, const DeviceCaps& caps) {
   const std::optional<ConvProblem> problem = decode_conv(run);
-  if (!problem) return std::nullopt;
+  if (!problem || problem->channels_last) return std::nullopt;  // channels-last: the generic kernel
   const ConvParams& p = problem->params;
   const int kh = problem->kh, kw = problem->kw;
   const bool has_bias = problem->has_bias;

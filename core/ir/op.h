@@ -93,6 +93,10 @@ std::vector<TensorType> infer_types(OpKind kind, const std::vector<TensorType>& 
                                     const AttrMap& attrs, const Provenance& where,
                                     AttrMap* completed = nullptr);
 
+// conv, max_pool and avg_pool: whether the activations (input and result) are channels-last,
+// [N, *spatial, C], rather than [N, C, *spatial]. Weights keep [O, C/groups, *kernel] either way.
+bool is_channels_last(const AttrMap& attrs);
+
 // "op 'add' (f32[2,3], f32[4]) at demo.cpp:12 [scope]: <why>" — the one error format.
 std::string op_error(OpKind kind, const std::vector<TensorType>& inputs, const Provenance& where,
                      const std::string& why);

@@ -1,5 +1,6 @@
 // Lowering of conv, conv_transpose and the pools to Reduce kernels over the window of one output
-// element. Out-of-input taps are masked with a select over a clamped (always in-bounds) load.
+// element. Out-of-input taps are masked with a select over a clamped (always in-bounds) load. Conv
+// and the window pools read and write channels-first or channels-last activations.
 #include <cmath>
 #include <limits>
 
@@ -26,15 +27,37 @@ struct Axis {
   int64_t stride = 1, pad = 0, pad_end = 0, dilation = 1;
 };
 
+// Where an activation keeps its channels: dim 1 ([N, C, *spatial]), or last (channels_last).
+struct Layout {
+  bool channels_last = false;
+  size_t rank = 4;
+  int channel() const { return channels_last ? int(rank) - 1 : 1; }
+  int spatial(size_t i) const { return int(i) + (channels_last ? 1 : 2); }
+  // An activation's coordinates, in its dim order.
+  std::vector<ExprRef> coords(ExprRef n, ExprRef c, const std::vector<ExprRef>& spatial) const {
+    std::vector<ExprRef> out = {n};
+    if (!channels_last) out.push_back(c);
+    out.insert(out.end(), spatial.begin(), spatial.end());
+    if (channels_last) out.push_back(c);
+    return out;
+  }
+  Shape spatial_shape(const Shape& x) const {
+    return Shape(x.begin() + spatial(0), x.begin() + spatial(0) + long(rank - 2));
+  }
+};
+
+Layout layout_of(const AttrMap& attrs, const TensorType& x) { return {is_channels_last(attrs), x.rank()}; }
+
+// `x` is the input's spatial extents.
 std::vector<Axis> axes_of(KernelBuilder& b, const AttrMap& attrs, const Shape& x,
                           const Shape& kernel) {
-  const size_t spatial = x.size() - 2;
+  const size_t spatial = x.size();
   const auto stride = spatial_attr(attrs, "stride", spatial, 1, 1);
   const auto pads = spatial_attr(attrs, "padding", spatial, 2, 0);
   const auto dilation = spatial_attr(attrs, "dilation", spatial, 1, 1);
   std::vector<Axis> axes(spatial);
   for (size_t i = 0; i < spatial; ++i) {
-    axes[i].size = b.param_for(x[2 + i]);
+    axes[i].size = b.param_for(x[i]);
     axes[i].kernel = b.param_for(kernel[i]);
     axes[i].stride = stride[i];
     axes[i].pad = pads[i];
@@ -69,22 +92,24 @@ LoweredKernel conv(const AttrMap& attrs, const std::vector<TensorType>& in, cons
   int bias_s = in.size() == 3 ? b.add_buffer(in[2].dtype, false) : -1;
   int os = b.add_buffer(out.dtype, true);
   const int64_t groups = attrs.get_int("groups");
-  std::vector<Axis> axes = axes_of(b, attrs, x.shape, weight_kernel(w));
-  ExprRef cg = b.param_for(w.shape[1]);                   // input channels per group
-  ExprRef og = b.param_for(out.shape[1] / SymInt(groups));  // output channels per group
-  ExprRef o = coord(1);
+  const Layout layout = layout_of(attrs, x);
+  std::vector<Axis> axes = axes_of(b, attrs, layout.spatial_shape(x.shape), weight_kernel(w));
+  ExprRef cg = b.param_for(w.shape[1]);                                   // input channels per group
+  ExprRef og = b.param_for(out.shape[size_t(layout.channel())] / SymInt(groups));  // output channels per group
+  ExprRef o = coord(layout.channel());
   ExprRef ci;
   std::vector<ExprRef> taps = split_taps(axes, ci);
   ExprRef channel = iadd(imul(idiv(o, og), cg), ci);
-  std::vector<ExprRef> xc = {coord(0), channel};
+  std::vector<ExprRef> positions;
   ExprRef inside;
   for (size_t i = 0; i < axes.size(); ++i) {
     const Axis& a = axes[i];
-    ExprRef pos = iadd(isub(imul(coord(int(2 + i)), iconst(a.stride)), iconst(a.pad)),
+    ExprRef pos = iadd(isub(imul(coord(layout.spatial(i)), iconst(a.stride)), iconst(a.pad)),
                        imul(taps[i], iconst(a.dilation)));
     inside = land(inside, in_range(pos, a.size));
-    xc.push_back(clamp_index(pos, a.size));
+    positions.push_back(clamp_index(pos, a.size));
   }
+  std::vector<ExprRef> xc = layout.coords(coord(0), channel, positions);
   DType acc = accumulate_in(out.dtype);
   ExprRef xv = cast(load(xs, x.dtype, strided_offset(b, xc, x.shape)), acc);
   xv = select(inside, xv, constant(0, acc));
@@ -109,7 +134,7 @@ LoweredKernel conv_transpose(const AttrMap& attrs, const std::vector<TensorType>
   int bias_s = in.size() == 3 ? b.add_buffer(in[2].dtype, false) : -1;
   int os = b.add_buffer(out.dtype, true);
   const int64_t groups = attrs.get_int("groups");
-  std::vector<Axis> axes = axes_of(b, attrs, x.shape, weight_kernel(w));
+  std::vector<Axis> axes = axes_of(b, attrs, Shape(x.shape.begin() + 2, x.shape.end()), weight_kernel(w));
   ExprRef og = b.param_for(w.shape[1]);                    // output channels per group
   ExprRef cg = b.param_for(x.shape[1] / SymInt(groups));   // input channels per group
   ExprRef o = coord(1);
@@ -167,20 +192,22 @@ LoweredKernel pool(OpKind kind, const AttrMap& attrs, const TensorType& x, const
   Shape kernel;
   for (int64_t k : attrs.get_ints("kernel")) kernel.push_back(SymInt(k));
   // avg_pool has no dilation attribute: axes_of then uses 1.
-  std::vector<Axis> axes = axes_of(b, attrs, x.shape, kernel);
+  const Layout layout = layout_of(attrs, x);
+  std::vector<Axis> axes = axes_of(b, attrs, layout.spatial_shape(x.shape), kernel);
   ExprRef unused;
   std::vector<ExprRef> taps = split_taps(axes, unused);
-  std::vector<ExprRef> xc = {coord(0), coord(1)};
+  std::vector<ExprRef> positions;
   ExprRef inside;
   std::vector<ExprRef> starts;
   for (size_t i = 0; i < axes.size(); ++i) {
     const Axis& a = axes[i];
-    ExprRef start = isub(imul(coord(int(2 + i)), iconst(a.stride)), iconst(a.pad));
+    ExprRef start = isub(imul(coord(layout.spatial(i)), iconst(a.stride)), iconst(a.pad));
     starts.push_back(start);
     ExprRef pos = iadd(start, imul(taps[i], iconst(a.dilation)));
     inside = land(inside, in_range(pos, a.size));
-    xc.push_back(clamp_index(pos, a.size));
+    positions.push_back(clamp_index(pos, a.size));
   }
+  std::vector<ExprRef> xc = layout.coords(coord(0), coord(layout.channel()), positions);
   DType acc = accumulate_in(out.dtype);
   ExprRef xv = cast(load(xs, x.dtype, strided_offset(b, xc, x.shape)), acc);
   if (kind == OpKind::MaxPool) {

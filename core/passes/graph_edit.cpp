@@ -38,11 +38,18 @@ bool is_topologically_ordered(const Graph& graph) {
   return true;
 }
 
-void restore_topological_order(Graph& graph) {
+void restore_topological_order(Graph& graph, const std::unordered_map<const Node*, const Node*>& stands_for) {
   if (is_topologically_ordered(graph)) return;
   const std::vector<Node*> nodes = graph.nodes();
   std::map<const Node*, size_t> index;
   for (size_t i = 0; i < nodes.size(); ++i) index[nodes[i]] = i;
+  // Ready nodes go out by place: their own index, or that of the node they stand for.
+  std::vector<std::pair<size_t, size_t>> place(nodes.size());
+  for (size_t i = 0; i < nodes.size(); ++i) {
+    auto it = stands_for.find(nodes[i]);
+    auto at = it == stands_for.end() ? index.end() : index.find(it->second);
+    place[i] = {at == index.end() ? i : at->second, i};
+  }
 
   // Kahn's algorithm, always taking the earliest ready node, so valid stretches keep their order.
   std::vector<int> pending(nodes.size(), 0);
@@ -57,16 +64,17 @@ void restore_topological_order(Graph& graph) {
         ++pending[i];
         readers[it->second].push_back(i);
       }
-  std::priority_queue<size_t, std::vector<size_t>, std::greater<>> ready;
+  using Place = std::pair<size_t, size_t>;
+  std::priority_queue<Place, std::vector<Place>, std::greater<>> ready;
   for (size_t i = 0; i < nodes.size(); ++i)
-    if (pending[i] == 0) ready.push(i);
+    if (pending[i] == 0) ready.push(place[i]);
   std::vector<size_t> order;
   while (!ready.empty()) {
-    size_t i = ready.top();
+    size_t i = ready.top().second;
     ready.pop();
     order.push_back(i);
     for (size_t r : readers[i])
-      if (--pending[r] == 0) ready.push(r);
+      if (--pending[r] == 0) ready.push(place[r]);
   }
   if (order.size() != nodes.size())
     throw Error("restore_topological_order: the graph has a cycle (" +

@@ -2,6 +2,8 @@
 // topological order after a pass appended replacement nodes.
 #pragma once
 
+#include <unordered_map>
+
 #include "core/ir/graph.h"
 
 namespace kiln {
@@ -17,6 +19,8 @@ bool is_topologically_ordered(const Graph& graph);
 // Rebuilds the graph with its nodes in a topological order that keeps the current relative order
 // wherever it is already valid. No-op when the order is already valid; otherwise every Value* and
 // Node* into the graph is invalidated (inputs and outputs keep their positions and names).
-void restore_topological_order(Graph& graph);
+// `stands_for` maps a node appended in place of another to that one, whose place it then takes
+// (nodes of one place keep their relative order): fusion groups consecutive nodes.
+void restore_topological_order(Graph& graph, const std::unordered_map<const Node*, const Node*>& stands_for = {});
 
 }  // namespace kiln

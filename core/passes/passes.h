@@ -30,5 +30,10 @@ Pass simplify_pass();
 Pass raise_patterns_pass();
 // "dce": removes nodes whose results nobody reads.
 Pass dce_pass();
+// "channels-last": the 4-d convs and window pools `wanted` picks run on channels-last activations
+// (their channels_last attribute) between permutes, and the permutes between such ops cancel
+// (core/passes/channels_last.cpp). For backends whose kernels prefer that layout; runs after
+// autodiff, whose rules read channels-first activations.
+Pass channels_last_pass(std::function<bool(const Node&)> wanted);
 
 }  // namespace kiln

@@ -6,6 +6,7 @@
 #include <filesystem>
 #include <fstream>
 
+#include "core/passes/passes.h"
 #include "core/runtime/horizontal_fusion.h"
 #include "core/runtime/planned_program.h"
 #include "core/runtime/schedule.h"
@@ -61,18 +62,34 @@ ProgramStages run_program_stages(const Graph& graph, Backend& backend, const Pro
   return {*target, std::move(program), std::move(compiled), std::move(memory)};
 }
 
+namespace {
+
+// Asks `backend` about a node at its traced sizes.
+std::function<bool(const Node&)> prefers_channels_last(Backend& backend) {
+  return [&backend](const Node& n) {
+    std::vector<BufferView> ins, outs;
+    for (const Value* v : n.inputs) ins.push_back(at_hints(v));
+    for (const Value* v : n.outputs) outs.push_back(at_hints(v));
+    return backend.prefers_channels_last(OpRun{n.kind, n.attrs, ins, outs});
+  };
+}
+
+}  // namespace
+
 CompiledGraph compile_graph(Graph& graph, Device device, const CompileGraphOptions& options) {
   CompiledGraph out;
   PipelineOptions pipeline = options.pipeline;
   pipeline.dump_dir = dump_directory(options.pipeline);
   const size_t num_inputs = graph.inputs().size();
 
-  out.passes = run_pipeline(graph, standard_pipeline(), pipeline);  // graph passes, 00..NN
+  Backend& backend = device.backend();
+  std::vector<Pass> passes = standard_pipeline();
+  if (backend.codegen()) passes.push_back(channels_last_pass(prefers_channels_last(backend)));  // layouts
+  out.passes = run_pipeline(graph, passes, pipeline);  // graph passes, 00..NN
   if (graph.inputs().size() != num_inputs)
     throw Error("compile_graph: internal error: the pass pipeline changed the graph's inputs (" +
                 std::to_string(num_inputs) + " -> " + std::to_string(graph.inputs().size()) + ")");
 
-  Backend& backend = device.backend();
   if (!backend.codegen()) {
     out.program = make_interpreted_program(graph);
     return out;

@@ -6,12 +6,6 @@
 namespace kiln {
 namespace {
 
-BufferView at_hints(const Value* v) {
-  std::vector<int64_t> dims;
-  for (const SymInt& d : v->type.shape) dims.push_back(d.is_static() ? d.value() : d.hint());
-  return BufferView{nullptr, v->type.dtype, dims};
-}
-
 const char* kind_text(FusionKind kind) {
   switch (kind) {
     case FusionKind::Pointwise: return "pointwise";
@@ -24,6 +18,12 @@ const char* kind_text(FusionKind kind) {
 }
 
 }  // namespace
+
+BufferView at_hints(const Value* v) {
+  std::vector<int64_t> dims;
+  for (const SymInt& d : v->type.shape) dims.push_back(d.is_static() ? d.value() : d.hint());
+  return BufferView{nullptr, v->type.dtype, dims};
+}
 
 KernelSchedule schedule_kernels(const Graph& graph, Backend& backend, bool fuse, bool max_autotune) {
   FusionOptions fusion;

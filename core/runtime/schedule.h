@@ -30,6 +30,9 @@ struct KernelSchedule {
 // `max_autotune`: the backend may time its template variants to decide.
 KernelSchedule schedule_kernels(const Graph& graph, Backend& backend, bool fuse = true, bool max_autotune = false);
 
+// A value as a backend sees it when asked at the traced sizes: symbolic dims at their hints, no buffer.
+BufferView at_hints(const Value* v);
+
 // One line per kernel, in order:
 //   kernel 0 pointwise [%2 add, %3 relu] reads %0 %1 writes %3
 //   kernel 1 single template? [%4 matmul] reads %3 %5 writes %4

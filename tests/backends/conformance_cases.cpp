@@ -2,6 +2,8 @@
 // multi-op programs whose compiled form must fuse or take a template, each with its tolerance.
 #include "backends/conformance_cases.h"
 
+#include "core/frontend/dispatch.h"
+
 namespace kiln::conformance {
 namespace {
 
@@ -137,6 +139,25 @@ std::vector<OpCase> op_cases() {
                [](auto& x) { return avg_pool2d(x[0], 3, 2, 1, false, false); }});
   c.push_back({"global_avg_pool", [] { return std::vector<Tensor>{rnd({2, 3, 7, 5}, 40)}; },
                [](auto& x) { return global_avg_pool(x[0]); }});
+  // Channels-last activations ([N, H, W, C]), as the channels-last pass gives them to the cpu
+  // backend's oneDNN kernels; other devices run the generic kernel.
+  c.push_back({"conv2d_channels_last", [] { return std::vector<Tensor>{rnd({2, 9, 8, 4}, 41), rnd({6, 2, 3, 3}, 42), rnd({6}, 43)}; },
+               [](auto& x) {
+                 return run_op1(OpKind::Conv, x, {{"stride", std::vector<int64_t>{2, 1}}, {"padding", std::vector<int64_t>{1, 1, 1, 1}},
+                                                  {"groups", int64_t(2)}, {"channels_last", true}}, Loc::current());
+               }, 1e-4, 1e-5, false});
+  c.push_back({"max_pool2d_channels_last_ceil", [] { return std::vector<Tensor>{rnd({2, 9, 9, 3}, 44)}; },
+               [](auto& x) {
+                 return run_op1(OpKind::MaxPool, x, {{"kernel", std::vector<int64_t>{3, 3}}, {"stride", std::vector<int64_t>{2, 2}},
+                                                     {"padding", std::vector<int64_t>{1, 1, 1, 1}}, {"ceil_mode", true},
+                                                     {"channels_last", true}}, Loc::current());
+               }, 1e-5, 1e-5, false});
+  c.push_back({"avg_pool2d_channels_last_include_pad", [] { return std::vector<Tensor>{rnd({2, 7, 9, 5}, 45)}; },
+               [](auto& x) {
+                 return run_op1(OpKind::AvgPool, x, {{"kernel", std::vector<int64_t>{3, 2}}, {"stride", std::vector<int64_t>{2, 2}},
+                                                     {"padding", std::vector<int64_t>{1, 0, 1, 1}}, {"count_include_pad", true},
+                                                     {"channels_last", true}}, Loc::current());
+               }, 1e-5, 1e-5, false});
   c.push_back({"layer_norm", [] { return std::vector<Tensor>{rnd({3, 4, 16}, 41), rnd({16}, 42), rnd({16}, 43)}; },
                [](auto& x) { return layer_norm(x[0], {16}, x[1], x[2]); }, 1e-4, 1e-5});
   c.push_back({"batch_norm", [] { return std::vector<Tensor>{rnd({2, 3, 4, 4}, 44), rnd({3}, 45), positive({3}, 46), rnd({3}, 47), rnd({3}, 48)}; },

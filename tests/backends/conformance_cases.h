@@ -16,6 +16,7 @@ struct OpCase {
   std::function<std::vector<Tensor>()> inputs;  // built on cpu
   std::function<Tensor(const std::vector<Tensor>&)> run;
   double rtol = 1e-5, atol = 1e-5;
+  bool has_gradient = true;  // false for channels-last ops: autodiff runs before that layout is chosen
 };
 
 std::vector<OpCase> op_cases();

@@ -191,6 +191,39 @@ TEST(CpuBackend, ConvAndMatmulEpiloguesRunAsOneDnnPostOps) {
   EXPECT_EQ(ops[2].find("sin"), std::string::npos) << "oneDNN has no sin post-op: " << ops[2];
 }
 
+// In a compiled program, a chain of convs (a stem, a depthwise and a 1x1 one), activations, a
+// residual add and a max pool runs on channels-last activations: the layout changes once on the
+// way in and once on the way out, and never between the convs.
+TEST(CpuBackend, ConvChainsRunChannelsLastBetweenOneLayoutChangeEachWay) {
+  if (!cpu::have_onednn()) GTEST_SKIP() << "built without oneDNN: convolutions run the reference kernel";
+  auto fn = [](const Tensor& x, const Tensor& w1, const Tensor& b1, const Tensor& dw, const Tensor& w2) {
+    Tensor y = clamp(conv2d(x, w1, b1, 2, 1), 0.0, 6.0);
+    Tensor d = relu(conv2d(y, dw, {}, 1, 1, 1, 16));
+    Tensor r = conv2d(d, w2) + y;
+    return global_avg_pool(max_pool2d(r, 2));
+  };
+  const std::vector<Tensor> args = {randn({2, 3, 16, 16}, Device::ref(), 31), randn({16, 3, 3, 3}, Device::ref(), 32),
+                                    randn({16}, Device::ref(), 33), randn({16, 1, 3, 3}, Device::ref(), 34),
+                                    randn({16, 16, 1, 1}, Device::ref(), 35)};
+  std::vector<Tensor> on_cpu;
+  for (const Tensor& t : args) on_cpu.push_back(t.to(Device::cpu()));
+  auto compiled = compile(fn, CompileOptions{.name = "channels_last_chain"});
+  // oneDNN sums each output's 27, 9 and 16 products in its own order.
+  EXPECT_TRUE(close(compiled(on_cpu[0], on_cpu[1], on_cpu[2], on_cpu[3], on_cpu[4]),
+                    fn(args[0], args[1], args[2], args[3], args[4]), 1e-4));
+  const std::vector<std::string> ops = host_ops(compiled.bundle());
+  ASSERT_EQ(ops.size(), 4u);
+  for (const std::string& op : ops) EXPECT_NE(op.find(" channels_last "), std::string::npos) << op;
+  EXPECT_NE(ops[0].find("+ clip"), std::string::npos) << "the activation still runs as a post-op: " << ops[0];
+  int permutes = 0;
+  std::string names;
+  for (const trace::BundleKernel& k : compiled.bundle().kernels) {
+    permutes += k.name.find("permute") != std::string::npos;
+    names += " " + k.name;
+  }
+  EXPECT_EQ(permutes, 2) << names;
+}
+
 // A parameter's buffer is written once, so a convolution reorders its weights into its blocked
 // layout on the first call that sees the buffer and keeps them for later calls, compiled or eager.
 // A new tensor gets new weights reordered, even at the address of a freed one.

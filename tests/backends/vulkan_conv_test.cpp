@@ -188,9 +188,9 @@ Graph parse_checked(const std::string& text) {
 // relu runs as its own kernel) and launches the template; the result matches the interpreter on cpu.
 TEST_F(VulkanConv, CompiledProgramRunsConvsWithTheTemplate) {
   Graph g = parse_checked(R"(graph @main(%0: f32[1,4,10,10] "x", %1: f32[8,4,3,3] "w", %2: f32[8] "b", %3: f32[8,8,1,1] "w2") {
-  %4: f32[1,8,10,10] = conv(%0, %1, %2) {stride=[1,1], padding=[1,1,1,1], dilation=[1,1], groups=1}
+  %4: f32[1,8,10,10] = conv(%0, %1, %2) {stride=[1,1], padding=[1,1,1,1], dilation=[1,1], groups=1, channels_last=false}
   %5: f32[1,8,10,10] = relu(%4)
-  %6: f32[1,8,10,10] = conv(%5, %3) {stride=[1,1], padding=[0,0,0,0], dilation=[1,1], groups=1}
+  %6: f32[1,8,10,10] = conv(%5, %3) {stride=[1,1], padding=[0,0,0,0], dilation=[1,1], groups=1, channels_last=false}
   return %6
 })");
   Device vk = Device::parse("vulkan");

@@ -493,5 +493,30 @@ TEST(Conv, ShapeRuleWithSymbolicBatch) {
   EXPECT_EQ(out[0].str(), "f32[s0,8,16,16]");
 }
 
+// channels_last: the same op on [N, H, W, C] activations gives the channels-first result, permuted.
+// The reference runs both through one kernel, so they agree exactly.
+TEST(Conv, ChannelsLastMatchesChannelsFirstPermuted) {
+  using Ints = std::vector<int64_t>;
+  const std::vector<int64_t> to_last = {0, 2, 3, 1}, to_first = {0, 3, 1, 2};
+  auto expect_same = [&](OpKind kind, std::vector<Tensor> inputs, AttrMap attrs) {
+    const Tensor first = run_op1(kind, inputs, attrs, Loc::current());
+    attrs.set("channels_last", true);
+    inputs[0] = permute(inputs[0], to_last);
+    const Tensor last = run_op1(kind, inputs, attrs, Loc::current());
+    EXPECT_EQ(last.sizes(), permute(first, to_last).sizes()) << op_name(kind);
+    EXPECT_EQ(values(permute(last, to_first)), values(first)) << op_name(kind);
+  };
+  const Tensor x = randn({2, 4, 7, 6}, Device::ref(), 50);
+  expect_same(OpKind::Conv, {x, randn({6, 2, 3, 3}, Device::ref(), 51), randn({6}, Device::ref(), 52)},
+              {{"stride", Ints{2, 1}}, {"padding", Ints{1, 0, 1, 1}}, {"dilation", Ints{1, 2}}, {"groups", int64_t(2)}});
+  expect_same(OpKind::MaxPool, {x}, {{"kernel", Ints{3, 2}}, {"stride", Ints{2, 2}}, {"padding", Ints{1, 1, 1, 0}}, {"ceil_mode", true}});
+  expect_same(OpKind::AvgPool, {x}, {{"kernel", Ints{2, 3}}, {"padding", Ints{1, 1, 0, 1}}, {"count_include_pad", true}});
+  std::vector<TensorType> out = infer_types(OpKind::Conv, {{DType::F32, {1, 9, 8, 4}}, {DType::F32, {5, 4, 3, 3}}},
+                                            {{"channels_last", true}}, Provenance{});
+  EXPECT_EQ(out[0].str(), "f32[1,7,6,5]");
+  expect_error([] { run_op1(OpKind::Conv, {zeros({1, 8, 8, 4}), zeros({5, 3, 3, 3})}, {{"channels_last", true}}, Loc::current()); },
+               {"op 'conv'", "f32[1,8,8,4]", "channel mismatch"});
+}
+
 }  // namespace
 }  // namespace kiln

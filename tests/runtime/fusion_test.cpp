@@ -52,7 +52,7 @@ const char* kReduce = R"(graph @main(%0: f32[6,10] "x", %1: f32[10] "y") {
 
 // conv + bias add + relu: the add and relu run in the conv's epilogue.
 const char* kConvBiasRelu = R"(graph @main(%0: f32[2,3,8,8] "x", %1: f32[4,3,3,3] "w", %2: f32[4,1,1] "b") {
-  %3: f32[2,4,8,8] = conv(%0, %1) {stride=[1,1], padding=[1,1,1,1], dilation=[1,1], groups=1}
+  %3: f32[2,4,8,8] = conv(%0, %1) {stride=[1,1], padding=[1,1,1,1], dilation=[1,1], groups=1, channels_last=false}
   %4: f32[2,4,8,8] = add(%3, %2)
   %5: f32[2,4,8,8] = relu(%4)
   return %5
@@ -61,7 +61,7 @@ const char* kConvBiasRelu = R"(graph @main(%0: f32[2,3,8,8] "x", %1: f32[4,3,3,3
 // A residual block's tail: conv, batch norm folded into a scale and shift, the skip add, relu.
 const char* kConvResidual = R"(graph @main(%0: f32[2,4,6,6] "x", %1: f32[4,4,3,3] "w", %2: f32[4] "cb",
                                 %3: f32[4,1,1] "scale", %4: f32[4,1,1] "shift") {
-  %5: f32[2,4,6,6] = conv(%0, %1, %2) {stride=[1,1], padding=[1,1,1,1], dilation=[1,1], groups=1}
+  %5: f32[2,4,6,6] = conv(%0, %1, %2) {stride=[1,1], padding=[1,1,1,1], dilation=[1,1], groups=1, channels_last=false}
   %6: f32[2,4,6,6] = mul(%5, %3)
   %7: f32[2,4,6,6] = add(%6, %4)
   %8: f32[2,4,6,6] = add(%7, %0)
@@ -92,7 +92,7 @@ const char* kMeanScale = R"(graph @main(%0: f32[6,10] "x", %1: f32[6] "y") {
 // A pool (no backend has a template for it) with its epilogue: the generic anchored kernel runs
 // on Vulkan too.
 const char* kPoolEpilogue = R"(graph @main(%0: f32[2,3,8,8] "x", %1: f32[3,1,1] "s") {
-  %2: f32[2,3,4,4] = max_pool(%0) {ceil_mode=false, dilation=[], kernel=[2,2], padding=[], stride=[2,2]}
+  %2: f32[2,3,4,4] = max_pool(%0) {ceil_mode=false, channels_last=false, dilation=[], kernel=[2,2], padding=[], stride=[2,2]}
   %3: f32[2,3,4,4] = mul(%2, %1)
   %4: f32[2,3,4,4] = tanh(%3)
   return %4

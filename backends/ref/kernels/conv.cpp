@@ -4,6 +4,7 @@
 // convolutions compute in float copies.
 #include <algorithm>
 #include <cmath>
+#include <cstring>
 #include <limits>
 #include <type_traits>
 
@@ -378,13 +379,50 @@ void global_avg_pool_kernel(const KernelContext& ctx) {
   });
 }
 
+// Copies [N, *spatial, C] `from` into [N, C, *spatial] `to` (to_first), or back.
+void move_channels(const HostTensor& from, const HostTensor& to, bool to_first) {
+  const std::vector<int64_t>& last = to_first ? from.dims : to.dims;
+  const int64_t n = last.front(), c = last.back(), planes = n ? from.numel() / (n * std::max<int64_t>(c, 1)) : 0;
+  const size_t size = dtype_size(from.dtype);
+  const auto* src = static_cast<const uint8_t*>(from.data);
+  auto* dst = static_cast<uint8_t*>(to.data);
+  for (int64_t i = 0; i < n; ++i)
+    for (int64_t p = 0; p < planes; ++p)
+      for (int64_t k = 0; k < c; ++k) {
+        const int64_t at_last = (i * planes + p) * c + k, at_first = (i * c + k) * planes + p;
+        std::memcpy(dst + size * size_t(to_first ? at_first : at_last), src + size * size_t(to_first ? at_last : at_first), size);
+      }
+}
+
+std::vector<int64_t> channels_first_dims(std::vector<int64_t> dims) {
+  std::rotate(dims.begin() + 1, dims.end() - 1, dims.end());
+  return dims;
+}
+
+// A conv or window pool with channels-last activations runs channels-first on copies.
+template <Kernel kernel>
+void any_layout(const KernelContext& ctx) {
+  if (!is_channels_last(ctx.attrs)) return kernel(ctx);
+  KernelContext first{ctx.kind, ctx.attrs, ctx.inputs, ctx.outputs};
+  HostTensor& x = first.inputs[0];
+  HostTensor& y = first.outputs[0];
+  x.dims = channels_first_dims(x.dims);
+  y.dims = channels_first_dims(y.dims);
+  std::vector<uint8_t> x_copy(size_t(x.numel()) * dtype_size(x.dtype)), y_copy(size_t(y.numel()) * dtype_size(y.dtype));
+  x.data = x_copy.data();
+  y.data = y_copy.data();
+  move_channels(ctx.inputs[0], x, true);
+  kernel(first);
+  move_channels(y, ctx.outputs[0], false);
+}
+
 }  // namespace
 
 void register_conv(KernelTable& t) {
-  t.set(OpKind::Conv, conv_kernel);
+  t.set(OpKind::Conv, any_layout<conv_kernel>);
   t.set(OpKind::ConvTranspose, conv_transpose_kernel);
-  t.set(OpKind::MaxPool, max_pool_kernel);
-  t.set(OpKind::AvgPool, avg_pool_kernel);
+  t.set(OpKind::MaxPool, any_layout<max_pool_kernel>);
+  t.set(OpKind::AvgPool, any_layout<avg_pool_kernel>);
   t.set(OpKind::GlobalAvgPool, global_avg_pool_kernel);
 }
 

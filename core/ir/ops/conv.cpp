@@ -1,7 +1,11 @@
 // Shape and dtype rules of the conv ops: conv, conv_transpose, max_pool, avg_pool, global_avg_pool.
-// Layout is channels-first ([N, C, *spatial]) with 1 or 2 spatial dims. Per-spatial attributes
+// Layout is channels-first ([N, C, *spatial]) with 1 or 2 spatial dims; conv and the two window
+// pools also take channels-last activations ([N, *spatial, C], attribute channels_last), which the
+// channels-last pass chooses for backends whose kernels run faster so. Per-spatial attributes
 // follow ONNX: padding lists all begins then all ends, and an empty list means the ONNX default
 // (stride and dilation 1, padding 0), so an importer can pass attributes through unchanged.
+#include <algorithm>
+
 #include "core/ir/op.h"
 
 namespace kiln::ops {
@@ -54,9 +58,27 @@ int64_t groups_attr(const InferContext& ctx) {
   return groups;
 }
 
+// [N, *spatial, C] <-> [N, C, *spatial]: the rules below work on the channels-first form.
+TensorType channels_first(TensorType t) {
+  if (t.rank() >= 3) std::rotate(t.shape.begin() + 1, t.shape.end() - 1, t.shape.end());
+  return t;
+}
+TensorType channels_last(TensorType t) {
+  if (t.rank() >= 3) std::rotate(t.shape.begin() + 1, t.shape.begin() + 2, t.shape.end());
+  return t;
+}
+
+// The activation input as the rules read it, channels-first.
+TensorType activation(const InferContext& ctx) {
+  return is_channels_last(ctx.attrs()) ? channels_first(ctx.input(0)) : ctx.input(0);
+}
+std::vector<TensorType> in_layout(const InferContext& ctx, TensorType result) {
+  return {is_channels_last(ctx.attrs()) ? channels_last(std::move(result)) : std::move(result)};
+}
+
 std::vector<TensorType> conv_rule(const InferContext& ctx) {
   require_float(ctx);
-  const TensorType& x = ctx.input(0);
+  const TensorType x = activation(ctx);
   const TensorType& w = ctx.input(1);
   const size_t spatial = spatial_rank(ctx, x);
   if (w.rank() != x.rank())
@@ -86,7 +108,7 @@ std::vector<TensorType> conv_rule(const InferContext& ctx) {
                padded.str() + " of " + x.str() + " in spatial dim " + std::to_string(i));
     out.push_back((padded - extent) / stride[i] + 1);
   }
-  return {{x.dtype, out}};
+  return in_layout(ctx, {x.dtype, out});
 }
 
 std::vector<TensorType> conv_transpose_rule(const InferContext& ctx) {
@@ -129,7 +151,7 @@ std::vector<TensorType> conv_transpose_rule(const InferContext& ctx) {
 }
 
 std::vector<TensorType> pool_rule(const InferContext& ctx) {
-  const TensorType& x = ctx.input(0);
+  const TensorType x = activation(ctx);
   const bool is_max = ctx.kind() == OpKind::MaxPool;
   if (x.dtype == DType::Bool || (!is_max && !is_floating(x.dtype)))
     ctx.fail("needs a " + std::string(is_max ? "numeric" : "floating-point") + " input, got " +
@@ -160,7 +182,7 @@ std::vector<TensorType> pool_rule(const InferContext& ctx) {
     if (ceil_mode && (size - 1) * stride[i] >= x.shape[2 + i] + pads[i]) size = size - 1;
     out.push_back(size);
   }
-  return {{x.dtype, out}};
+  return in_layout(ctx, {x.dtype, out});
 }
 
 std::vector<TensorType> global_avg_pool_rule(const InferContext& ctx) {
@@ -193,18 +215,25 @@ void define_conv(std::vector<OpDef>& t) {
   const AttrSpec dilation{"dilation", AttrType::Ints, Ints{}};
   const AttrSpec groups{"groups", AttrType::Int, int64_t(1)};
   const AttrSpec ceil_mode{"ceil_mode", AttrType::Bool, false};
+  const AttrSpec channels_last{"channels_last", AttrType::Bool, false};
   // Inputs: x, weight, optional bias.
-  t.push_back(op(OpKind::Conv, {stride, padding, dilation, groups}, 2, 3, conv_rule));
+  t.push_back(op(OpKind::Conv, {stride, padding, dilation, groups, channels_last}, 2, 3, conv_rule));
   t.push_back(op(OpKind::ConvTranspose,
                  {stride, padding, {"output_padding", AttrType::Ints, Ints{}}, dilation, groups},
                  2, 3, conv_transpose_rule));
   const AttrSpec kernel{"kernel", AttrType::Ints, std::nullopt};
-  t.push_back(op(OpKind::MaxPool, {kernel, stride, padding, dilation, ceil_mode}, 1, 1, pool_rule));
+  t.push_back(op(OpKind::MaxPool, {kernel, stride, padding, dilation, ceil_mode, channels_last}, 1, 1, pool_rule));
   // count_include_pad defaults to ONNX's false; the PyTorch-style avg_pool2d passes true.
   t.push_back(op(OpKind::AvgPool,
-                 {kernel, stride, padding, ceil_mode, {"count_include_pad", AttrType::Bool, false}},
+                 {kernel, stride, padding, ceil_mode, {"count_include_pad", AttrType::Bool, false}, channels_last},
                  1, 1, pool_rule));
   t.push_back(op(OpKind::GlobalAvgPool, {}, 1, 1, global_avg_pool_rule));
 }
 
 }  // namespace kiln::ops
+
+namespace kiln {
+
+bool is_channels_last(const AttrMap& attrs) { return attrs.has("channels_last") && attrs.get_bool("channels_last"); }
+
+}  // namespace kiln

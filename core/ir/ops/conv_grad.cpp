@@ -308,13 +308,23 @@ std::vector<Value*> global_avg_pool_grad(G& b) {
   return {b.op(K::Div, {spread, b.scalar(count, x->type.dtype)})};
 }
 
+// The channels-last layout is chosen after autodiff, for a backend's kernels: the rules below are
+// written for channels-first activations.
+template <std::vector<Value*> (*rule)(G&)>
+std::vector<Value*> channels_first_only(G& b) {
+  if (is_channels_last(b.attrs()))
+    b.fail("has no gradient rule for channels-last activations; differentiate the graph before the "
+           "channels-last pass");
+  return rule(b);
+}
+
 }  // namespace
 
 void define_conv_grads(std::vector<OpDef>& t) {
-  set_rule(t, K::Conv, conv_grad);
+  set_rule(t, K::Conv, channels_first_only<conv_grad>);
   set_rule(t, K::ConvTranspose, conv_transpose_grad);
-  set_rule(t, K::MaxPool, max_pool_grad);
-  set_rule(t, K::AvgPool, avg_pool_grad);
+  set_rule(t, K::MaxPool, channels_first_only<max_pool_grad>);
+  set_rule(t, K::AvgPool, channels_first_only<avg_pool_grad>);
   set_rule(t, K::GlobalAvgPool, global_avg_pool_grad);
 }
 
