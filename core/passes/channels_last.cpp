@@ -4,10 +4,10 @@
 //   y = conv(x, w)   becomes   y = permute(conv{channels_last}(permute(x, to_last), w), to_first)
 //
 // Then each permute to channels-first sinks below the pointwise ops that read it, so that it meets
-// the next such op's permute to channels-last and both vanish. A graph where no pair vanishes is
-// left as it was. Between two convs, a chain of
+// the next such op's permute to channels-last and both vanish. Between two convs, a chain of
 // activations and residual adds then runs channels-last with no layout change at all; a permute is
 // left only where a value leaves the channels-last region (a reshape, a reduction, a graph output).
+// A graph where no pair vanishes is left as it was.
 // This is what PyTorch's channels_last memory format and onnxruntime's NCHWc transformer do for the
 // same kernels. Weights keep their [O, C/groups, kh, kw] layout.
 #include <deque>
@@ -26,12 +26,6 @@ const std::vector<int64_t> kToFirst = {0, 3, 1, 2};  // [N, H, W, C] -> [N, C, H
 
 // Structural: records no shape guard.
 bool is_one(const SymInt& d) { return d.is_static() && d.value() == 1; }
-bool same_shape(const Shape& a, const Shape& b) {
-  if (a.size() != b.size()) return false;
-  for (size_t i = 0; i < a.size(); ++i)
-    if (!a[i].same_as(b[i])) return false;
-  return true;
-}
 
 bool is_permute(const Node& n, const std::vector<int64_t>& dims) {
   return n.kind == OpKind::Permute && n.attrs.get_ints("dims") == dims;

@@ -11,15 +11,11 @@
 #include <map>
 #include <set>
 
+#include "core/passes/graph_edit.h"
+
 namespace kiln {
 namespace {
 
-bool same_shape(const Shape& a, const Shape& b) {
-  if (a.size() != b.size()) return false;
-  for (size_t i = 0; i < a.size(); ++i)
-    if (!a[i].same_as(b[i])) return false;
-  return true;
-}
 
 bool is_fusible_reduction(const Node& node) {
   switch (node.kind) {

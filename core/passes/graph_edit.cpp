@@ -10,12 +10,14 @@
 
 namespace kiln {
 
-bool same_type(const TensorType& a, const TensorType& b) {
-  if (a.dtype != b.dtype || a.shape.size() != b.shape.size()) return false;
-  for (size_t i = 0; i < a.shape.size(); ++i)
-    if (!a.shape[i].same_as(b.shape[i])) return false;
+bool same_shape(const Shape& a, const Shape& b) {
+  if (a.size() != b.size()) return false;
+  for (size_t i = 0; i < a.size(); ++i)
+    if (!a[i].same_as(b[i])) return false;
   return true;
 }
+
+bool same_type(const TensorType& a, const TensorType& b) { return a.dtype == b.dtype && same_shape(a.shape, b.shape); }
 
 const Literal* literal_of(const Value* v) {
   if (!v->producer || v->producer->kind != OpKind::Constant) return nullptr;

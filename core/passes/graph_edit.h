@@ -8,7 +8,8 @@
 
 namespace kiln {
 
-// Structural equality: same dtype and the same dim expressions (records no shape guard).
+// Structural equality: the same dim expressions (records no shape guard), and for types the same dtype.
+bool same_shape(const Shape& a, const Shape& b);
 bool same_type(const TensorType& a, const TensorType& b);
 // The literal of a value produced by a `constant` node, else null.
 const Literal* literal_of(const Value* v);
