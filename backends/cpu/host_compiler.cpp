@@ -151,6 +151,10 @@ HostCompiler::HostCompiler() {
   // reference does. Errno-free math lets sqrt and friends inline and vectorize. -O3: GCC 12's -O2
   // vectorizes only loops that need no remainder loop, and a row of unknown length always does.
   flags_ = {"-std=c++17", "-O3", arch, "-fPIC", "-shared", "-fno-math-errno", "-fno-trapping-math", "-w"};
+  // GCC does not take a kernel's __restrict buffer pointers (locals) as a promise, so it checks at
+  // run time that outputs and inputs do not overlap, and gives up vectorizing beyond 10 such checks:
+  // an LSTM cell's 5 inputs and 2 outputs already need 11. The checks are a few compares each.
+  if (version_.find("clang") == std::string::npos) flags_.push_back("--param=vect-max-version-for-alias-checks=64");
 #if defined(__x86_64__)
   libraries_ = {"-lmvec"};  // glibc's vector math, which the translation units declare (cpu_programs.cpp)
 #endif
