@@ -27,6 +27,13 @@ layout(std430, binding = 3) writeonly buffer BufOut { float out_data[]; };
 layout(std430, binding = 2) writeonly buffer BufOut { float out_data[]; };
 #endif
 
+// A fused epilogue (backends/template_epilogue.cpp) is declared here: its operands' buffers and
+// EPILOGUE(v, index, channel), the value to store for result v at that output element.
+// KILN_EPILOGUE
+#ifndef EPILOGUE
+#define EPILOGUE(v, index, channel) (v)
+#endif
+
 // Mirrors ConvParams in backends/conv_problem.h.
 layout(push_constant, scalar) uniform Params {
   int C, H, W;        // input channels (all groups) and spatial size
@@ -73,7 +80,7 @@ void main() {
   }
   const int out_row = (z * p.OH + oh) * p.OW;
   for (int t = 0; t < TM; ++t)
-    if (ow0 + t < p.OW) out_data[out_row + ow0 + t] = acc[t];
+    if (ow0 + t < p.OW) out_data[out_row + ow0 + t] = EPILOGUE(acc[t], out_row + ow0 + t, o);
 }
 #else
 // gl_WorkGroupID: x = pixel block, y = channel block, z = image * groups + group.
@@ -154,7 +161,7 @@ void main() {
     const int out_plane = (img * p.O + o) * M;
     for (int i = 0; i < TM; ++i) {
       const int m = m0 + tx + i * WG_X;
-      if (m < M) out_data[out_plane + m] = acc[i][j] + b;
+      if (m < M) out_data[out_plane + m] = EPILOGUE(acc[i][j] + b, out_plane + m, o);
     }
   }
 }

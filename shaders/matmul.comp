@@ -50,6 +50,13 @@ layout(std430, binding = 3) writeonly buffer BufOut { float out_data[]; };
 layout(std430, binding = 2) writeonly buffer BufOut { float out_data[]; };
 #endif
 
+// A fused epilogue (backends/template_epilogue.cpp) is declared here: its operands' buffers and
+// EPILOGUE(v, index, channel), the value to store for result v at that output element.
+// KILN_EPILOGUE
+#ifndef EPILOGUE
+#define EPILOGUE(v, index, channel) (v)
+#endif
+
 // Mirrors MatmulParams in backends/matmul_problem.h.
 layout(push_constant, scalar) uniform Params {
   int M, N, K;
@@ -193,7 +200,7 @@ void main() {
       // The reference rounds beta * Cin to f32 before adding the product: same order here.
       v += p.beta * c_data[m * p.c_row + n * p.c_col];
 #endif
-      out_data[out_base + m * p.ldo + n] = v;
+      out_data[out_base + m * p.ldo + n] = EPILOGUE(v, out_base + m * p.ldo + n, n);
     }
   }
 }

@@ -11,6 +11,7 @@
 #include <optional>
 
 #include "backends/kernel_runner.h"
+#include "backends/template_epilogue.h"
 #include "backends/template_util.h"
 #include "backends/vulkan/vulkan_compiler.h"
 #include "backends/vulkan/vulkan_device.h"
@@ -126,6 +127,10 @@ class VulkanBackendImpl : public VulkanBackend {
   void execute(const OpRun& run) override { runner_.run(run); }
   std::optional<TemplateLaunch> plan_template(const OpRun& run) override {
     return runner_.plan_template(run);
+  }
+  // Matmul and conv templates apply a pointwise chain where they store (template_epilogue.h).
+  std::optional<TemplateLaunch> plan_fused_template(const OpRun& run, std::span<const EpilogueStep> epilogue) override {
+    return templates::plan_glsl_epilogue(run, epilogue, [this](const OpRun& anchor) { return runner_.plan_template(anchor); });
   }
   bool has_template(OpKind kind) const override { return templates::has_row_or_linalg_template(kind); }
   // Software devices (lavapipe) read through texel buffers and compute 4 elements per invocation.

@@ -95,6 +95,115 @@ std::string literal(double v, DType t, Dialect d) {
   return compute_type(t, d) + "(" + digits + ")";
 }
 
+}  // namespace
+
+std::string op_expression(OpKind op, const AttrMap& attrs, DType type, const std::vector<DType>& arg_types,
+                        std::vector<std::string> a, Dialect d, bool index_math) {
+  std::string t = compute_type(type, d);
+  auto arg_t = [&](size_t i) { return compute_type(arg_types.at(i), d); };
+  auto one = [&] { return literal(1, type, d); };
+  if (type == DType::Bool) {  // bool arithmetic is logic, as in the reference
+    switch (op) {
+      case OpKind::Add: case OpKind::Maximum: return a[0] + " || " + a[1];
+      case OpKind::Mul: case OpKind::Minimum: return a[0] + " && " + a[1];
+      case OpKind::Sub: return a[0] + " != " + a[1];
+      case OpKind::Abs: case OpKind::Relu: case OpKind::Sign: case OpKind::Neg: return a[0];
+      default: break;
+    }
+  }
+  if (type == DType::U8) {  // no abs/sign for unsigned in GLSL
+    if (op == OpKind::Abs) return a[0];
+    if (op == OpKind::Sign) return "(" + a[0] + " > 0u ? 1u : 0u)";
+  }
+  // Comparisons of bools compare them as 0/1.
+  bool bool_args = !arg_types.empty() && arg_types[0] == DType::Bool;
+  if (bool_args && (op == OpKind::Lt || op == OpKind::Le || op == OpKind::Gt || op == OpKind::Ge))
+    for (std::string& x : a) x = "int(" + x + ")";
+  // GLSL has no double transcendentals: compute those in float (f64 is then f32-accurate). C++
+  // has them all (and tanh and erf of the C library, as the reference uses).
+  auto call = [&](const char* name, const std::string& x) {
+    if (type == DType::F64 && !cpp(d)) return std::string("double(") + name + "(float(" + x + ")))";
+    return std::string(name) + "(" + x + ")";
+  };
+  const char* tanh_fn = cpp(d) ? "std::tanh" : "kiln_tanh";
+  const char* erf_fn = cpp(d) ? "std::erf" : "kiln_erf";
+  switch (op) {
+    case OpKind::Neg: return "-" + a[0];
+    case OpKind::Abs: return "abs(" + a[0] + ")";
+    case OpKind::Exp: return call("exp", a[0]);
+    case OpKind::Log: return call("log", a[0]);
+    case OpKind::Sqrt: return "sqrt(" + a[0] + ")";
+    case OpKind::Rsqrt: return one() + " / sqrt(" + a[0] + ")";
+    case OpKind::Sin: return call("sin", a[0]);
+    case OpKind::Cos: return call("cos", a[0]);
+    case OpKind::Tanh: return std::string(tanh_fn) + "(" + a[0] + ")";
+    case OpKind::Sigmoid: return one() + " / (" + one() + " + " + call("exp", "-" + a[0]) + ")";
+    case OpKind::Relu: return a[0] + " > " + literal(0, type, d) + " ? " + a[0] + " : " + literal(0, type, d);
+    case OpKind::LeakyRelu:
+      return a[0] + " >= " + literal(0, type, d) + " ? " + a[0] + " : " +
+             literal(attrs.get_float("alpha"), type, d) + " * " + a[0];
+    case OpKind::Elu:
+      return a[0] + " > " + literal(0, type, d) + " ? " + a[0] + " : " +
+             literal(attrs.get_float("alpha"), type, d) + " * (" + call("exp", a[0]) + " - " + one() + ")";
+    case OpKind::Gelu:
+      if (attrs.get_string("approximate") == "tanh")
+        return literal(0.5, type, d) + " * " + a[0] + " * (" + one() + " + " + tanh_fn + "(" +
+               literal(0.7978845608028654, type, d) + " * (" + a[0] + " + " +
+               literal(0.044715, type, d) + " * " + a[0] + " * " + a[0] + " * " + a[0] + ")))";
+      return literal(0.5, type, d) + " * " + a[0] + " * (" + one() + " + " + erf_fn + "(" + a[0] +
+             " * " + literal(0.7071067811865476, type, d) + "))";
+    case OpKind::Silu: return a[0] + " / (" + one() + " + " + call("exp", "-" + a[0]) + ")";
+    case OpKind::Erf: return std::string(erf_fn) + "(" + a[0] + ")";
+    case OpKind::Floor: return is_floating(type) ? "floor(" + a[0] + ")" : a[0];
+    case OpKind::Ceil: return is_floating(type) ? "ceil(" + a[0] + ")" : a[0];
+    case OpKind::Round: return is_floating(type) ? "roundEven(" + a[0] + ")" : a[0];
+    case OpKind::Sign: return is_floating(type) ? "sign(" + a[0] + ")" : t + "(sign(" + a[0] + "))";
+    case OpKind::Reciprocal: return one() + " / " + a[0];
+    case OpKind::LogicalNot: return "!" + a[0];
+    case OpKind::Cast:
+      if (type == DType::Bool) return "(" + a[0] + " != " + arg_t(0) + "(0))";
+      if (arg_types[0] == DType::Bool) return "(" + a[0] + " ? " + one() + " : " + literal(0, type, d) + ")";
+      if (is_floating(arg_types[0]) && type == DType::U8)  // saturate like the reference
+        return "(isnan(" + a[0] + ") ? 0u : uint(clamp(" + a[0] + ", 0.0, 255.0)))";
+      if (is_floating(arg_types[0]) && type == DType::I32)
+        return "(isnan(" + a[0] + ") ? 0 : " + a[0] + " >= 2147483647.0 ? 2147483647 : " + a[0] +
+               " <= -2147483648.0 ? (-2147483647 - 1) : int(" + a[0] + "))";
+      return t + "(" + a[0] + ")";
+    case OpKind::Clip: {
+      double lo = attrs.get_float("min"), hi = attrs.get_float("max");
+      std::string v = a[0];
+      if (!std::isinf(lo)) v = "kiln_max(" + v + ", " + literal(lo, type, d) + ")";
+      if (!std::isinf(hi)) v = "kiln_min(" + v + ", " + literal(hi, type, d) + ")";
+      return is_floating(type) ? "(isnan(" + a[0] + ") ? " + a[0] + " : " + v + ")" : v;
+    }
+    case OpKind::Add: return a[0] + " + " + a[1];
+    case OpKind::Sub: return a[0] + " - " + a[1];
+    case OpKind::Mul: return a[0] + " * " + a[1];
+    case OpKind::Div: return a[0] + " / " + a[1];
+    case OpKind::Pow: return "kiln_pow(" + a[0] + ", " + a[1] + ")";
+    case OpKind::Maximum: return "kiln_max(" + a[0] + ", " + a[1] + ")";
+    case OpKind::Minimum: return "kiln_min(" + a[0] + ", " + a[1] + ")";
+    case OpKind::Mod:
+      if (type == DType::I32 && attrs.has("fmod") && attrs.get_bool("fmod") && index_math)
+        return a[0] + " % " + a[1];  // index math: both operands are non-negative
+      return "kiln_rem(" + a[0] + ", " + a[1] + ", " + (attrs.get_bool("fmod") ? "true" : "false") + ")";
+    case OpKind::Eq: return a[0] + " == " + a[1];
+    case OpKind::Ne: return a[0] + " != " + a[1];
+    case OpKind::Lt: return a[0] + " < " + a[1];
+    case OpKind::Le: return a[0] + " <= " + a[1];
+    case OpKind::Gt: return a[0] + " > " + a[1];
+    case OpKind::Ge: return a[0] + " >= " + a[1];
+    case OpKind::LogicalAnd: return a[0] + " && " + a[1];
+    case OpKind::LogicalOr: return a[0] + " || " + a[1];
+    case OpKind::LogicalXor: return a[0] + " != " + a[1];
+    case OpKind::Where: return a[0] + " ? " + a[1] + " : " + a[2];
+    default:
+      throw Error("emit: op '" + std::string(op_name(op)) + "' has no expression form");
+  }
+}
+
+namespace {
+
 class Printer {
  public:
   Printer(const Kernel& k, const EmitOptions& o) : k_(k), o_(o), d_(o.dialect) {}
@@ -619,109 +728,13 @@ class Printer {
 
   std::string op_text(const Expr& e) {
     std::vector<std::string> a;
-    for (const ExprRef& x : e.args) a.push_back(value(x));
-    std::string t = compute_type(e.type, d_);
-    auto arg_t = [&](size_t i) { return compute_type(e.args.at(i)->type, d_); };
-    auto one = [&] { return literal(1, e.type, d_); };
-    if (e.type == DType::Bool) {  // bool arithmetic is logic, as in the reference
-      switch (e.op) {
-        case OpKind::Add: case OpKind::Maximum: return a[0] + " || " + a[1];
-        case OpKind::Mul: case OpKind::Minimum: return a[0] + " && " + a[1];
-        case OpKind::Sub: return a[0] + " != " + a[1];
-        case OpKind::Abs: case OpKind::Relu: case OpKind::Sign: case OpKind::Neg: return a[0];
-        default: break;
-      }
+    std::vector<DType> types;
+    for (const ExprRef& x : e.args) {
+      a.push_back(value(x));
+      types.push_back(x->type);
     }
-    if (e.type == DType::U8) {  // no abs/sign for unsigned in GLSL
-      if (e.op == OpKind::Abs) return a[0];
-      if (e.op == OpKind::Sign) return "(" + a[0] + " > 0u ? 1u : 0u)";
-    }
-    // Comparisons of bools compare them as 0/1.
-    bool bool_args = !e.args.empty() && e.args[0]->type == DType::Bool;
-    if (bool_args && (e.op == OpKind::Lt || e.op == OpKind::Le || e.op == OpKind::Gt || e.op == OpKind::Ge))
-      for (std::string& x : a) x = "int(" + x + ")";
-    // GLSL has no double transcendentals: compute those in float (f64 is then f32-accurate). C++
-    // has them all (and tanh and erf of the C library, as the reference uses).
-    auto call = [&](const char* name, const std::string& x) {
-      if (e.type == DType::F64 && !cpp(d_)) return std::string("double(") + name + "(float(" + x + ")))";
-      return std::string(name) + "(" + x + ")";
-    };
-    const char* tanh_fn = cpp(d_) ? "std::tanh" : "kiln_tanh";
-    const char* erf_fn = cpp(d_) ? "std::erf" : "kiln_erf";
-    switch (e.op) {
-      case OpKind::Neg: return "-" + a[0];
-      case OpKind::Abs: return "abs(" + a[0] + ")";
-      case OpKind::Exp: return call("exp", a[0]);
-      case OpKind::Log: return call("log", a[0]);
-      case OpKind::Sqrt: return "sqrt(" + a[0] + ")";
-      case OpKind::Rsqrt: return one() + " / sqrt(" + a[0] + ")";
-      case OpKind::Sin: return call("sin", a[0]);
-      case OpKind::Cos: return call("cos", a[0]);
-      case OpKind::Tanh: return std::string(tanh_fn) + "(" + a[0] + ")";
-      case OpKind::Sigmoid: return one() + " / (" + one() + " + " + call("exp", "-" + a[0]) + ")";
-      case OpKind::Relu: return a[0] + " > " + literal(0, e.type, d_) + " ? " + a[0] + " : " + literal(0, e.type, d_);
-      case OpKind::LeakyRelu:
-        return a[0] + " >= " + literal(0, e.type, d_) + " ? " + a[0] + " : " +
-               literal(e.attrs.get_float("alpha"), e.type, d_) + " * " + a[0];
-      case OpKind::Elu:
-        return a[0] + " > " + literal(0, e.type, d_) + " ? " + a[0] + " : " +
-               literal(e.attrs.get_float("alpha"), e.type, d_) + " * (" + call("exp", a[0]) + " - " + one() + ")";
-      case OpKind::Gelu:
-        if (e.attrs.get_string("approximate") == "tanh")
-          return literal(0.5, e.type, d_) + " * " + a[0] + " * (" + one() + " + " + tanh_fn + "(" +
-                 literal(0.7978845608028654, e.type, d_) + " * (" + a[0] + " + " +
-                 literal(0.044715, e.type, d_) + " * " + a[0] + " * " + a[0] + " * " + a[0] + ")))";
-        return literal(0.5, e.type, d_) + " * " + a[0] + " * (" + one() + " + " + erf_fn + "(" + a[0] +
-               " * " + literal(0.7071067811865476, e.type, d_) + "))";
-      case OpKind::Silu: return a[0] + " / (" + one() + " + " + call("exp", "-" + a[0]) + ")";
-      case OpKind::Erf: return std::string(erf_fn) + "(" + a[0] + ")";
-      case OpKind::Floor: return is_floating(e.type) ? "floor(" + a[0] + ")" : a[0];
-      case OpKind::Ceil: return is_floating(e.type) ? "ceil(" + a[0] + ")" : a[0];
-      case OpKind::Round: return is_floating(e.type) ? "roundEven(" + a[0] + ")" : a[0];
-      case OpKind::Sign: return is_floating(e.type) ? "sign(" + a[0] + ")" : t + "(sign(" + a[0] + "))";
-      case OpKind::Reciprocal: return one() + " / " + a[0];
-      case OpKind::LogicalNot: return "!" + a[0];
-      case OpKind::Cast:
-        if (e.type == DType::Bool) return "(" + a[0] + " != " + arg_t(0) + "(0))";
-        if (e.args[0]->type == DType::Bool) return "(" + a[0] + " ? " + one() + " : " + literal(0, e.type, d_) + ")";
-        if (is_floating(e.args[0]->type) && e.type == DType::U8)  // saturate like the reference
-          return "(isnan(" + a[0] + ") ? 0u : uint(clamp(" + a[0] + ", 0.0, 255.0)))";
-        if (is_floating(e.args[0]->type) && e.type == DType::I32)
-          return "(isnan(" + a[0] + ") ? 0 : " + a[0] + " >= 2147483647.0 ? 2147483647 : " + a[0] +
-                 " <= -2147483648.0 ? (-2147483647 - 1) : int(" + a[0] + "))";
-        return t + "(" + a[0] + ")";
-      case OpKind::Clip: {
-        double lo = e.attrs.get_float("min"), hi = e.attrs.get_float("max");
-        std::string v = a[0];
-        if (!std::isinf(lo)) v = "kiln_max(" + v + ", " + literal(lo, e.type, d_) + ")";
-        if (!std::isinf(hi)) v = "kiln_min(" + v + ", " + literal(hi, e.type, d_) + ")";
-        return is_floating(e.type) ? "(isnan(" + a[0] + ") ? " + a[0] + " : " + v + ")" : v;
-      }
-      case OpKind::Add: return a[0] + " + " + a[1];
-      case OpKind::Sub: return a[0] + " - " + a[1];
-      case OpKind::Mul: return a[0] + " * " + a[1];
-      case OpKind::Div: return a[0] + " / " + a[1];
-      case OpKind::Pow: return "kiln_pow(" + a[0] + ", " + a[1] + ")";
-      case OpKind::Maximum: return "kiln_max(" + a[0] + ", " + a[1] + ")";
-      case OpKind::Minimum: return "kiln_min(" + a[0] + ", " + a[1] + ")";
-      case OpKind::Mod:
-        if (e.type == DType::I32 && e.attrs.has("fmod") && e.attrs.get_bool("fmod") &&
-            e.args[0]->kind != ExprKind::Load)
-          return a[0] + " % " + a[1];  // index math: both operands are non-negative
-        return "kiln_rem(" + a[0] + ", " + a[1] + ", " + (e.attrs.get_bool("fmod") ? "true" : "false") + ")";
-      case OpKind::Eq: return a[0] + " == " + a[1];
-      case OpKind::Ne: return a[0] + " != " + a[1];
-      case OpKind::Lt: return a[0] + " < " + a[1];
-      case OpKind::Le: return a[0] + " <= " + a[1];
-      case OpKind::Gt: return a[0] + " > " + a[1];
-      case OpKind::Ge: return a[0] + " >= " + a[1];
-      case OpKind::LogicalAnd: return a[0] + " && " + a[1];
-      case OpKind::LogicalOr: return a[0] + " || " + a[1];
-      case OpKind::LogicalXor: return a[0] + " != " + a[1];
-      case OpKind::Where: return a[0] + " ? " + a[1] + " : " + a[2];
-      default:
-        throw Error("emit: op '" + std::string(op_name(e.op)) + "' has no expression form");
-    }
+    const bool index_math = e.op == OpKind::Mod && !e.args.empty() && e.args[0]->kind != ExprKind::Load;
+    return op_expression(e.op, e.attrs, e.type, types, a, d_, index_math);
   }
 
   const Kernel& k_;

@@ -184,8 +184,8 @@ Graph parse_checked(const std::string& text) {
   return g;
 }
 
-// A compiled program: a conv the backend has a template for stays alone in its fusion group (its
-// relu runs as its own kernel) and launches the template; the result matches the interpreter on cpu.
+// A compiled program: a conv the backend has a template for launches the template (with its relu
+// in the template's epilogue); the result matches the interpreter on cpu.
 TEST_F(VulkanConv, CompiledProgramRunsConvsWithTheTemplate) {
   Graph g = parse_checked(R"(graph @main(%0: f32[1,4,10,10] "x", %1: f32[8,4,3,3] "w", %2: f32[8] "b", %3: f32[8,8,1,1] "w2") {
   %4: f32[1,8,10,10] = conv(%0, %1, %2) {stride=[1,1], padding=[1,1,1,1], dilation=[1,1], groups=1, channels_last=false}
@@ -206,6 +206,47 @@ TEST_F(VulkanConv, CompiledProgramRunsConvsWithTheTemplate) {
   for (const PlannedLaunch& l : program.launches())
     if (l.is_template && l.name.rfind("conv2d_f32", 0) == 0) ++conv_templates;
   EXPECT_EQ(conv_templates, 2) << "both convs should run the conv template";
+}
+
+// The pointwise chain after a conv or matmul runs inside its template, where it stores: a
+// per-channel scale and a clip, a full-size residual and a relu, a bias along a matmul's columns, a
+// scalar operand on the left of a sub, and gelu. Three launches, each a template; the results match
+// the interpreter on cpu.
+TEST_F(VulkanConv, CompiledConvsAndMatmulsRunTheirEpiloguesInTheTemplate) {
+  Graph g = parse_checked(R"(graph @main(%0: f32[1,4,10,10] "x", %1: f32[8,4,3,3] "w", %2: f32[8] "b", %3: f32[8,1,1] "scale", %4: f32[8,8,1,1] "w2", %5: f32[64,96] "a", %6: f32[96,64] "m", %7: f32[64] "bias") {
+  %8: f32[1,8,10,10] = conv(%0, %1, %2) {stride=[1,1], padding=[1,1,1,1], dilation=[1,1], groups=1, channels_last=false}
+  %9: f32[1,8,10,10] = mul(%8, %3)
+  %10: f32[1,8,10,10] = clip(%9) {min=0.0, max=6.0}
+  %11: f32[1,8,10,10] = conv(%10, %4) {stride=[1,1], padding=[0,0,0,0], dilation=[1,1], groups=1, channels_last=false}
+  %12: f32[1,8,10,10] = add(%11, %10)
+  %13: f32[1,8,10,10] = relu(%12)
+  %14: f32[64,64] = matmul(%5, %6)
+  %15: f32[64,64] = add(%14, %7)
+  %16: f32[] = constant() {value=dense<f32[]>[0.5]}
+  %17: f32[64,64] = sub(%16, %15)
+  %18: f32[64,64] = gelu(%17) {approximate="none"}
+  return %13, %18
+})");
+  Device vk = Device::parse("vulkan");
+  PlannedProgram program(g, vk);
+  std::vector<Tensor> cpu_in = {randn({1, 4, 10, 10}, Device::cpu(), 11), randn({8, 4, 3, 3}, Device::cpu(), 12),
+                                randn({8}, Device::cpu(), 13),           randn({8, 1, 1}, Device::cpu(), 14),
+                                randn({8, 8, 1, 1}, Device::cpu(), 15),  randn({64, 96}, Device::cpu(), 16),
+                                randn({96, 64}, Device::cpu(), 17),      randn({64}, Device::cpu(), 18)};
+  std::vector<Tensor> vk_in;
+  for (const Tensor& t : cpu_in) vk_in.push_back(t.to(vk));
+  std::vector<Tensor> got = run_program(program, vk_in), want = interpret(g, cpu_in);
+  expect_close_sums(got[0].to_vector<float>(), want[0].to_vector<float>(), 36 * 8, "conv epilogues, compiled");
+  expect_close_sums(got[1].to_vector<float>(), want[1].to_vector<float>(), 96, "matmul epilogue, compiled");
+  std::vector<std::string> names;
+  for (const PlannedLaunch& l : program.launches()) {
+    EXPECT_TRUE(l.is_template) << l.name;
+    names.push_back(l.name);
+  }
+  ASSERT_EQ(names.size(), 3u);
+  EXPECT_EQ(names[0], "conv2d_f32_bias_mul_clip");
+  EXPECT_EQ(names[1], "conv2d_f32_1x1_add_relu");
+  EXPECT_NE(names[2].find("_add_sub_gelu"), std::string::npos) << names[2];
 }
 
 // Per-layer times of representative ResNet-18 and MobileNetV2 layers (batch 1, 224x224 input): cpu

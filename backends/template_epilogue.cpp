@@ -1,0 +1,91 @@
+// A template's epilogue as GLSL: one line per step, each the kernel emitter's expression for the
+// op, so a fused template computes exactly what the generic kernel would.
+#include "backends/template_epilogue.h"
+
+#include "core/kernel/emit.h"
+#include "core/kernel/emit_prelude.h"
+#include "core/support/error.h"
+
+namespace kiln::templates {
+namespace {
+
+constexpr const char* kHook = "// KILN_EPILOGUE\n";
+
+// The result dim an operand may run along: conv's channels, a matmul's columns.
+std::optional<size_t> channel_dim(OpKind kind, size_t rank) {
+  switch (kind) {
+    case OpKind::Conv: return rank >= 2 ? std::optional<size_t>(1) : std::nullopt;
+    case OpKind::MatMul: case OpKind::Linear: case OpKind::Gemm:
+      return rank >= 1 ? std::optional<size_t>(rank - 1) : std::nullopt;
+    default: return std::nullopt;
+  }
+}
+
+// How EPILOGUE reads an operand: its one element, the element of the result's channel, or the
+// element at the result's index.
+std::optional<std::string> operand_index(const BufferView& operand, const BufferView& result, size_t channel) {
+  if (operand.dtype != DType::F32 || operand.dims.size() > result.dims.size()) return std::nullopt;
+  if (operand.dims == result.dims) return "index";
+  const size_t pad = result.dims.size() - operand.dims.size();
+  bool scalar = true, along_channel = true;
+  for (size_t i = 0; i < operand.dims.size(); ++i) {
+    if (operand.dims[i] == 1) continue;
+    scalar = false;
+    along_channel = along_channel && pad + i == channel && operand.dims[i] == result.dims[channel];
+  }
+  if (scalar) return "0";
+  if (along_channel) return "channel";
+  return std::nullopt;
+}
+
+}  // namespace
+
+std::optional<TemplateLaunch> plan_glsl_epilogue(const OpRun& fused, std::span<const EpilogueStep> epilogue,
+                                                 const std::function<std::optional<TemplateLaunch>(const OpRun&)>& plan) {
+  if (fused.outputs.size() != 1 || fused.outputs[0].dtype != DType::F32) return std::nullopt;
+  const BufferView& result = fused.outputs[0];
+  const std::optional<size_t> channel = channel_dim(fused.kind, result.dims.size());
+  if (!channel) return std::nullopt;
+  size_t operands = 0;
+  for (const EpilogueStep& step : epilogue) operands += step.operand >= 0;
+  const size_t anchor_inputs = fused.inputs.size() - operands;
+  std::optional<TemplateLaunch> launch =
+      plan(OpRun{fused.kind, fused.attrs, fused.inputs.first(anchor_inputs), fused.outputs, fused.max_autotune});
+  const size_t hook = launch ? launch->source.find(kHook) : std::string::npos;
+  if (hook == std::string::npos || launch->language != "glsl") return std::nullopt;
+
+  // The anchor's output slot follows the epilogue's operands in the fused run.
+  for (int& slot : launch->args)
+    if (slot >= int(anchor_inputs)) slot += int(operands);
+  std::string declarations, body, suffix;
+  for (const EpilogueStep& step : epilogue) {
+    std::vector<std::string> args = {"v"};
+    if (step.operand >= 0) {
+      std::optional<std::string> index = operand_index(fused.inputs[size_t(step.operand)], result, *channel);
+      if (!index) return std::nullopt;
+      const std::string name = "kiln_operand" + std::to_string(launch->args.size());
+      declarations += "layout(std430, binding = " + std::to_string(launch->args.size()) + ") readonly buffer Buf_" +
+                      name + " { float " + name + "[]; };\n";
+      launch->args.push_back(step.operand);
+      const std::string read = name + "[" + *index + "]";
+      args.insert(step.operand_first ? args.begin() : args.end(), read);
+    }
+    try {
+      body += "  v = " +
+              kernel::op_expression(step.kind, *step.attrs, DType::F32, std::vector<DType>(args.size(), DType::F32), args,
+                                    kernel::Dialect::Glsl) +
+              ";\n";
+    } catch (const Error&) {
+      return std::nullopt;  // an op without an expression form
+    }
+    suffix += "_" + std::string(op_name(step.kind));
+  }
+  const std::string text = declarations + "#define KILN_FN\n" + kernel::prelude_common() +
+                           "float kiln_epilogue(float v, int index, int channel) {\n" + body + "  return v;\n}\n" +
+                           "#define EPILOGUE(v, index, channel) kiln_epilogue(v, index, channel)\n";
+  launch->source.insert(hook + std::string(kHook).size(), text);
+  launch->name += suffix;
+  return launch;
+}
+
+}  // namespace kiln::templates
