@@ -1,5 +1,6 @@
-// A template's epilogue as GLSL: one line per step, each the kernel emitter's expression for the
-// op, so a fused template computes exactly what the generic kernel would.
+// A template's epilogue in its own dialect (GLSL or CUDA C): one line per step, each the kernel
+// emitter's expression for the op, so a fused template computes exactly what the generic kernel
+// would.
 #include "backends/template_epilogue.h"
 
 #include "core/kernel/emit.h"
@@ -40,8 +41,8 @@ std::optional<std::string> operand_index(const BufferView& operand, const Buffer
 
 }  // namespace
 
-std::optional<TemplateLaunch> plan_glsl_epilogue(const OpRun& fused, std::span<const EpilogueStep> epilogue,
-                                                 const std::function<std::optional<TemplateLaunch>(const OpRun&)>& plan) {
+std::optional<TemplateLaunch> plan_template_epilogue(const OpRun& fused, std::span<const EpilogueStep> epilogue,
+                                                     const std::function<std::optional<TemplateLaunch>(const OpRun&)>& plan) {
   if (fused.outputs.size() != 1 || fused.outputs[0].dtype != DType::F32) return std::nullopt;
   const BufferView& result = fused.outputs[0];
   const std::optional<size_t> channel = channel_dim(fused.kind, result.dims.size());
@@ -52,37 +53,50 @@ std::optional<TemplateLaunch> plan_glsl_epilogue(const OpRun& fused, std::span<c
   std::optional<TemplateLaunch> launch =
       plan(OpRun{fused.kind, fused.attrs, fused.inputs.first(anchor_inputs), fused.outputs, fused.max_autotune});
   const size_t hook = launch ? launch->source.find(kHook) : std::string::npos;
-  if (hook == std::string::npos || launch->language != "glsl") return std::nullopt;
+  if (hook == std::string::npos || (launch->language != "glsl" && launch->language != "cuda")) return std::nullopt;
+  const bool cuda = launch->language == "cuda";
 
   // The anchor's output slot follows the epilogue's operands in the fused run.
   for (int& slot : launch->args)
     if (slot >= int(anchor_inputs)) slot += int(operands);
-  std::string declarations, body, suffix;
+  // GLSL: each operand is a storage buffer after the template's bindings. CUDA: a kernel parameter
+  // after the output pointer (KILN_EPILOGUE_PARAMS), passed on to the epilogue function.
+  std::string declarations, params, names, body, suffix;
   for (const EpilogueStep& step : epilogue) {
     std::vector<std::string> args = {"v"};
     if (step.operand >= 0) {
       std::optional<std::string> index = operand_index(fused.inputs[size_t(step.operand)], result, *channel);
       if (!index) return std::nullopt;
       const std::string name = "kiln_operand" + std::to_string(launch->args.size());
-      declarations += "layout(std430, binding = " + std::to_string(launch->args.size()) + ") readonly buffer Buf_" +
-                      name + " { float " + name + "[]; };\n";
+      if (cuda) {
+        params += ", const float* " + name;
+        names += ", " + name;
+      } else {
+        declarations += "layout(std430, binding = " + std::to_string(launch->args.size()) + ") readonly buffer Buf_" +
+                        name + " { float " + name + "[]; };\n";
+      }
       launch->args.push_back(step.operand);
       const std::string read = name + "[" + *index + "]";
       args.insert(step.operand_first ? args.begin() : args.end(), read);
     }
+    const kernel::Dialect dialect = cuda ? kernel::Dialect::Cuda : kernel::Dialect::Glsl;
     try {
       body += "  v = " +
               kernel::op_expression(step.kind, *step.attrs, DType::F32, std::vector<DType>(args.size(), DType::F32), args,
-                                    kernel::Dialect::Glsl) +
+                                    dialect) +
               ";\n";
     } catch (const Error&) {
       return std::nullopt;  // an op without an expression form
     }
     suffix += "_" + std::string(op_name(step.kind));
   }
-  const std::string text = declarations + "#define KILN_FN\n" + kernel::prelude_common() +
-                           "float kiln_epilogue(float v, int index, int channel) {\n" + body + "  return v;\n}\n" +
-                           "#define EPILOGUE(v, index, channel) kiln_epilogue(v, index, channel)\n";
+  std::string text = declarations;
+  text += cuda ? std::string("#define KILN_FN __device__ inline\n") + kernel::prelude_cuda_compat() : "#define KILN_FN\n";
+  text += kernel::prelude_common();
+  text += std::string(cuda ? "__device__ inline " : "") + "float kiln_epilogue(float v, int index, int channel" + params +
+          ") {\n" + body + "  return v;\n}\n";
+  text += "#define EPILOGUE(v, index, channel) kiln_epilogue(v, index, channel" + names + ")\n";
+  if (cuda) text += "#define KILN_EPILOGUE_PARAMS" + params + "\n";
   launch->source.insert(hook + std::string(kHook).size(), text);
   launch->name += suffix;
   return launch;

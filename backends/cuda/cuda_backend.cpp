@@ -9,6 +9,7 @@
 #include "backends/cuda/cuda_templates.h"
 #include "backends/cuda/nvrtc.h"
 #include "backends/kernel_runner.h"
+#include "backends/template_epilogue.h"
 #include "backends/template_util.h"
 #include "core/support/error.h"
 
@@ -252,6 +253,11 @@ class CudaBackend : public Backend {
   void synchronize() override { runner_.sync(); }
   std::optional<TemplateLaunch> plan_template(const OpRun& run) override {
     return plan_cuda_template(run, caps_, sm_);
+  }
+  // Matmul and conv templates apply a pointwise chain where they store (template_epilogue.h).
+  std::optional<TemplateLaunch> plan_fused_template(const OpRun& run, std::span<const EpilogueStep> epilogue) override {
+    return templates::plan_template_epilogue(run, epilogue,
+                                             [this](const OpRun& anchor) { return plan_cuda_template(anchor, caps_, sm_); });
   }
   bool has_template(OpKind kind) const override { return templates::has_row_or_linalg_template(kind); }
   std::optional<kernel::CodegenTarget> codegen() const override {

@@ -130,7 +130,7 @@ class VulkanBackendImpl : public VulkanBackend {
   }
   // Matmul and conv templates apply a pointwise chain where they store (template_epilogue.h).
   std::optional<TemplateLaunch> plan_fused_template(const OpRun& run, std::span<const EpilogueStep> epilogue) override {
-    return templates::plan_glsl_epilogue(run, epilogue, [this](const OpRun& anchor) { return runner_.plan_template(anchor); });
+    return templates::plan_template_epilogue(run, epilogue, [this](const OpRun& anchor) { return runner_.plan_template(anchor); });
   }
   bool has_template(OpKind kind) const override { return templates::has_row_or_linalg_template(kind); }
   // Software devices (lavapipe) read through texel buffers and compute 4 elements per invocation.

@@ -37,11 +37,19 @@ struct ConvLoader {
   }
 };
 
+// A fused epilogue (backends/template_epilogue.cpp) is declared here: EPILOGUE(v, index, channel),
+// the value to store for result v at that output element, and its operands' parameters.
+// KILN_EPILOGUE
+#ifndef EPILOGUE
+#define EPILOGUE(v, index, channel) (v)
+#define KILN_EPILOGUE_PARAMS
+#endif
+
 extern "C" __global__ void __launch_bounds__(THREADS) kiln_conv2d_f32(const float* x, const float* wt,
 #if HAS_BIAS
                                                                       const float* bias,
 #endif
-                                                                      float* out, ConvParams p) {
+                                                                      float* out KILN_EPILOGUE_PARAMS, ConvParams p) {
   __shared__ float sa[2][BK][BM + 1];
   __shared__ float sb[2][BK][BN + 1];
   const int z = int(blockIdx.z);
@@ -67,7 +75,7 @@ extern "C" __global__ void __launch_bounds__(THREADS) kiln_conv2d_f32(const floa
 #pragma unroll
     for (int j = 0; j < TN; ++j) {
       const int pixel = col0 + tx + j * WG_X;
-      if (pixel < pixels) dst[pixel] = acc[i][j] + shift;
+      if (pixel < pixels) dst[pixel] = EPILOGUE(acc[i][j] + shift, (image * p.o + channel) * pixels + pixel, channel);
     }
   }
 }

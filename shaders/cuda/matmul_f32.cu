@@ -32,11 +32,19 @@ struct MatmulLoader {
   }
 };
 
+// A fused epilogue (backends/template_epilogue.cpp) is declared here: EPILOGUE(v, index, channel),
+// the value to store for result v at that output element, and its operands' parameters.
+// KILN_EPILOGUE
+#ifndef EPILOGUE
+#define EPILOGUE(v, index, channel) (v)
+#define KILN_EPILOGUE_PARAMS
+#endif
+
 extern "C" __global__ void __launch_bounds__(THREADS) kiln_matmul_f32(const float* a, const float* b,
 #if HAS_C
                                                                       const float* c,
 #endif
-                                                                      float* out, MatmulParams p) {
+                                                                      float* out KILN_EPILOGUE_PARAMS, MatmulParams p) {
   __shared__ float sa[2][BK][BM + 1];  // +1: transposed stores do not all hit one bank
   __shared__ float sb[2][BK][BN + 1];
   const int z = int(blockIdx.z);
@@ -61,7 +69,7 @@ extern "C" __global__ void __launch_bounds__(THREADS) kiln_matmul_f32(const floa
       // The reference rounds beta * C to f32 before adding the product: same order here.
       v += p.beta * c[m * p.c_row + n * p.c_col];
 #endif
-      o[m * p.ldo + n] = v;
+      o[m * p.ldo + n] = EPILOGUE(v, z * p.M * p.ldo + m * p.ldo + n, n);
     }
   }
 }

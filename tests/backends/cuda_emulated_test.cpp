@@ -17,6 +17,7 @@
 #include "core/kernel/emit.h"
 #include "core/kernel/lower.h"
 #include "core/support/error.h"
+#include "core/trace/bundle.h"
 #include "kernel/op_cases.h"
 #include "support/cuda_batch.h"
 #include "support/cuda_emulated_backend.h"
@@ -530,6 +531,39 @@ TEST(CudaEmulatedCompile, ConvAndAttentionMatchCpu) {
     Tensor x = randn({batch, 3, 8, 8}, Device::cpu(), uint64_t(10 + batch));
     expect_close(fast(x.to(dev), dev_model), conv_attention_fn(x, cpu_model), 1e-4, 1e-5);
   }
+}
+
+// The pointwise chains after a conv or matmul run inside the CUDA templates, where they store: a
+// per-channel scale and a clip, a full-size residual and a relu, a bias along a matmul's columns,
+// a scalar on the left of a sub and gelu.
+TEST(CudaEmulatedCompile, TemplatesRunTheirEpilogues) {
+  Device dev = emulated_device();
+  auto fn = [](const Tensor& x, const Tensor& w, const Tensor& scale, const Tensor& w2, const Tensor& a,
+               const Tensor& m, const Tensor& bias) -> std::vector<Tensor> {
+    Tensor y = clamp(conv2d(x, w, {}, 1, 1) * scale, 0.0, 6.0);
+    Tensor r = relu(conv2d(y, w2) + y);
+    return {r, gelu(0.5 - (matmul(a, m) + bias))};
+  };
+  const std::vector<Tensor> args = {randn({2, 4, 10, 10}, Device::cpu(), 21), randn({8, 4, 3, 3}, Device::cpu(), 22),
+                                    randn({8, 1, 1}, Device::cpu(), 23),      randn({8, 8, 1, 1}, Device::cpu(), 24),
+                                    randn({64, 96}, Device::cpu(), 25),       randn({96, 64}, Device::cpu(), 26),
+                                    randn({64}, Device::cpu(), 27)};
+  std::vector<Tensor> on_dev;
+  for (const Tensor& t : args) on_dev.push_back(t.to(dev));
+  auto fast = compile(fn, CompileOptions{.name = "template_epilogues"});
+  std::vector<Tensor> got = fast(on_dev[0], on_dev[1], on_dev[2], on_dev[3], on_dev[4], on_dev[5], on_dev[6]);
+  std::vector<Tensor> want = fn(args[0], args[1], args[2], args[3], args[4], args[5], args[6]);
+  for (size_t k = 0; k < got.size(); ++k) expect_close(got[k], want[k], 1e-4, 1e-5);
+  std::string programs;  // each kernel one launch of a template, named with its epilogue's steps
+  for (const trace::BundleKernel& k : fast.bundle().kernels)
+    for (const trace::KernelSource& source : k.sources) {
+      EXPECT_TRUE(source.is_template) << source.program;
+      programs += source.program + " ";
+    }
+  EXPECT_NE(programs.find("_mul_clip "), std::string::npos) << programs;
+  EXPECT_NE(programs.find("_add_relu "), std::string::npos) << programs;
+  EXPECT_NE(programs.find("_add_sub_gelu "), std::string::npos) << programs;
+  EXPECT_EQ(fast.bundle().kernels.size(), 3u) << programs;
 }
 
 // Fused kernels over 16-bit floats and integers: loads and stores convert around float math.

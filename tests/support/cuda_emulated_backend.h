@@ -10,6 +10,7 @@
 #include <optional>
 
 #include "backends/backend.h"
+#include "backends/template_epilogue.h"
 #include "backends/template_util.h"
 #include "backends/kernel_runner.h"
 #include "support/cuda_host_emulator.h"
@@ -41,6 +42,13 @@ class CudaEmulatedBackend : public Backend {
   void synchronize() override { runner_.sync(); }
   std::optional<TemplateLaunch> plan_template(const OpRun& run) override {
     std::optional<TemplateLaunch> t = runner_.plan_template(run);
+    if (t) ++templates_planned_;
+    return t;
+  }
+  // As the CUDA backend: matmul and conv templates take their epilogue (template_epilogue.h).
+  std::optional<TemplateLaunch> plan_fused_template(const OpRun& run, std::span<const EpilogueStep> epilogue) override {
+    std::optional<TemplateLaunch> t =
+        templates::plan_template_epilogue(run, epilogue, [this](const OpRun& anchor) { return runner_.plan_template(anchor); });
     if (t) ++templates_planned_;
     return t;
   }
