@@ -292,15 +292,15 @@ class Printer {
   void horizontal_body() {
     const std::vector<int> all = k_.origins();
     auto tag = [&](const std::string& text) { line(text, all); };
-    auto p = [](int slot) { return "pc.p[" + std::to_string(slot) + "]"; };
+    auto p = [this](int slot) { return param(slot); };
     const size_t n = k_.segments.size();
     auto start = [&](size_t i) { return k_.segments[i].start < 0 ? std::string("0") : p(k_.segments[i].start); };
     auto next = [&](size_t i) { return i + 1 == n ? p(0) : start(i + 1); };  // where the next segment starts
     if (cpp(d_)) {
-      tag("  if (end > long(pc.p[0])) end = long(pc.p[0]);");
+      tag("  if (end > long(" + param(0) + ")) end = long(" + param(0) + ");");
     } else {
       tag("  int hgid = " + invocation_index() + (vec4_ ? " * 4" : "") + ";");
-      tag("  if (hgid >= pc.p[0]) return;");
+      tag("  if (hgid >= " + param(0) + ") return;");
     }
     for (size_t i = 0; i < n; ++i) {
       const Segment& segment = k_.segments[i];
@@ -418,9 +418,17 @@ class Printer {
 
   static std::string vec4_type(DType t) { return t == DType::I32 ? "ivec4" : "vec4"; }
 
+  // Param `slot` as the kernel reads it; a C++ kernel's static sizes are literals, so the compiler
+  // folds the index divisions by them (EmitOptions::static_params).
+  std::string param(int slot) const {
+    if (cpp(d_) && size_t(slot) < o_.static_params.size() && o_.static_params[size_t(slot)])
+      return std::to_string(*o_.static_params[size_t(slot)]);
+    return "pc.p[" + std::to_string(slot) + "]";
+  }
+
   std::string total_elements() const {
-    std::string total = "pc.p[0]";
-    for (int d = 1; d < k_.rank; ++d) total += " * pc.p[" + std::to_string(d) + "]";
+    std::string total = param(0);
+    for (int d = 1; d < k_.rank; ++d) total += " * " + param(d);
     return total;
   }
 
@@ -566,19 +574,19 @@ class Printer {
     }
     const std::string last = std::to_string(k_.rank - 1);
     tag("  int next = int(begin), rest = next;");
-    tag("  int first = rest % pc.p[" + last + "];");
-    tag("  rest = rest / pc.p[" + last + "];");
+    tag("  int first = rest % " + param(k_.rank - 1) + ";");
+    tag("  rest = rest / " + param(k_.rank - 1) + ";");
     for (int d = k_.rank - 2; d >= 0; --d) {
       std::string ds = std::to_string(d);
       if (d == 0) {
         tag("  int c0 = rest;");
       } else {
-        tag("  int c" + ds + " = rest % pc.p[" + ds + "];");
-        tag("  rest = rest / pc.p[" + ds + "];");
+        tag("  int c" + ds + " = rest % " + param(d) + ";");
+        tag("  rest = rest / " + param(d) + ";");
       }
     }
     tag("  while (next < int(end)) {");
-    tag("  const int row = next - first, stop = int(end) - row < pc.p[" + last + "] ? int(end) - row : pc.p[" + last + "];");
+    tag("  const int row = next - first, stop = int(end) - row < " + param(k_.rank - 1) + " ? int(end) - row : " + param(k_.rank - 1) + ";");
     tag("  for (int c" + last + " = first; c" + last + " < stop; ++c" + last + ") {");
     tag("  const int gid = row + c" + last + ";");
   }
@@ -588,12 +596,12 @@ class Printer {
     if (k_.rank == 0) return;
     const std::vector<int> all = k_.origins();
     auto tag = [&](const std::string& text) { line(text, all); };
-    tag("  next = row + pc.p[" + std::to_string(k_.rank - 1) + "];");
+    tag("  next = row + " + param(k_.rank - 1) + ";");
     tag("  first = 0;");
     std::string carry;  // ++c(d) wrapping into c(d-1), innermost outer dim first
     for (int d = k_.rank - 2; d >= 0; --d) {
       std::string ds = std::to_string(d);
-      tag("  " + std::string(k_.rank - 2 - d, ' ') + "if (++c" + ds + " == pc.p[" + ds + "]) {" +
+      tag("  " + std::string(k_.rank - 2 - d, ' ') + "if (++c" + ds + " == " + param(d) + ") {" +
           (d == 0 ? "" : " c" + ds + " = 0;"));
     }
     for (int d = 0; d <= k_.rank - 2; ++d) tag("  " + std::string(k_.rank - 2 - d, ' ') + "}");
@@ -628,8 +636,8 @@ class Printer {
       if (d == 0) {
         tag(in + "int c0 = rest;");
       } else {
-        tag(in + "int c" + ds + " = rest % pc.p[" + ds + "];");
-        tag(in + "rest = rest / pc.p[" + ds + "];");
+        tag(in + "int c" + ds + " = rest % " + param(d) + ";");
+        tag(in + "rest = rest / " + param(d) + ";");
       }
     }
   }
@@ -700,7 +708,7 @@ class Printer {
     std::string text;
     switch (e->kind) {
       case ExprKind::Const: context_ = saved; return literal(e->value, e->type, d_);
-      case ExprKind::Param: context_ = saved; return "pc.p[" + std::to_string(e->index) + "]";
+      case ExprKind::Param: context_ = saved; return param(e->index);
       case ExprKind::Coord: context_ = saved; return e->index < 0 ? "gid" : "c" + std::to_string(e->index);
       case ExprKind::ReductionIndex: context_ = saved; return "r";
       case ExprKind::Accumulator: context_ = saved; return compute_type(e->type, d_) + "(acc)";

@@ -5,6 +5,7 @@
 #include <array>
 #include <cstdint>
 #include <functional>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -40,6 +41,9 @@ struct EmitOptions {
   // `#line N "file"` before them, so NVRTC's -lineinfo (and profilers, cuda-gdb) map their
   // instructions to the user's source; other lines keep the generated text's own numbering.
   std::function<SourceLine(int)> source_line;
+  // C++: the params whose value never changes (sizes without symbols), printed as literals so the
+  // compiler turns index divisions by them into shifts and multiplies; nullopt for symbolic ones.
+  std::vector<std::optional<int32_t>> static_params;
 };
 
 struct EmittedKernel {

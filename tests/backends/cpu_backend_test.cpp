@@ -70,6 +70,26 @@ TEST(CpuBackend, EmitsALoopOverARangeTaggedWithItsOrigins) {
   ASSERT_EQ(k.line_origins.size(), size_t(std::count(k.source.begin(), k.source.end(), '\n')));
 }
 
+// A C++ kernel's static sizes are literals, so a permute's index divisions are by constants (which
+// the compiler turns into shifts and multiplies); a symbolic size stays a param read at run time.
+TEST(CpuBackend, StaticSizesAreLiteralsInCppKernels) {
+  auto emit_permute = [](const SymInt& batch) {
+    kernel::LoweredOp op = kernel::lower_op(OpKind::Permute, {{"dims", std::vector<int64_t>{0, 2, 1, 3}}},
+                                            {{DType::F32, {batch, 4, 32, 64}}}, {{DType::F32, {batch, 32, 4, 64}}}, 1);
+    kernel::EmitOptions o;
+    o.dialect = kernel::Dialect::Cpp;
+    for (const SymInt& p : op.steps.at(0).kernel.params)
+      o.static_params.push_back(p.is_static() ? std::optional<int32_t>(int32_t(p.value())) : std::nullopt);
+    return kernel::emit(op.steps.at(0).kernel.kernel, o).source;
+  };
+  const std::string fixed = emit_permute(SymInt(2));
+  EXPECT_EQ(fixed.find("pc.p["), std::string::npos) << fixed;
+  EXPECT_NE(fixed.find("% 64"), std::string::npos) << fixed;
+  const std::string dynamic = emit_permute(SymInt::symbol("s0", 2));
+  EXPECT_NE(dynamic.find("pc.p[0]"), std::string::npos) << "the batch is read at run time:\n" << dynamic;
+  EXPECT_NE(dynamic.find("% 64"), std::string::npos) << dynamic;
+}
+
 TEST(CpuBackend, CompiledProgramMatchesTheReferenceInterpreter) {
   Tensor x = randn({8, 16}, Device::ref(), 1), w = randn({16, 32}, Device::ref(), 2), b = randn({32}, Device::ref(), 3);
   Tensor expected = gelu_block(x, w, b);
