@@ -96,7 +96,7 @@ std::optional<TemplateLaunch> plan_template_epilogue(const OpRun& fused, std::sp
   text += std::string(cuda ? "__device__ inline " : "") + "float kiln_epilogue(float v, int index, int channel" + params +
           ") {\n" + body + "  return v;\n}\n";
   text += "#define EPILOGUE(v, index, channel) kiln_epilogue(v, index, channel" + names + ")\n";
-  if (cuda) text += "#define KILN_EPILOGUE_PARAMS" + params + "\n";
+  if (cuda) text += "#define KILN_EPILOGUE_PARAMS " + params + "\n";
   launch->source.insert(hook + std::string(kHook).size(), text);
   launch->name += suffix;
   return launch;

@@ -13,6 +13,7 @@
 
 #include "backends/cuda/cuda_templates.h"
 #include "backends/cuda/nvrtc.h"
+#include "backends/template_epilogue.h"
 #include "core/ir/op.h"
 #include "core/kernel/emit.h"
 #include "core/kernel/lower.h"
@@ -365,6 +366,38 @@ TEST(CudaTemplateCompile, EachTemplateFileCompilesStandalone) {
     ASSERT_TRUE(cuda_entry_point(t->source, &entry, &block));
     EXPECT_NE(ptx.ptx.find(".entry " + entry + "("), std::string::npos) << t->name;
     EXPECT_NE(ptx.ptx.find(".maxntid " + std::to_string(block) + ","), std::string::npos) << t->name;
+  }
+}
+
+// With an epilogue (template_epilogue.h), each takes its operands as parameters after its output:
+// NVRTC compiles the conv and matmul templates with a per-channel scale, a clip, a full-size
+// residual and gelu, and the entry point takes them.
+TEST(CudaTemplateCompile, TemplatesWithEpiloguesCompile) {
+  std::string why;
+  if (!Nvrtc::available(&why)) GTEST_SKIP() << why;
+  const TestOp conv(OpKind::Conv, {{F32, {1, 16, 32, 32}}, {F32, {16, 16, 3, 3}}});
+  const TestOp matmul(OpKind::MatMul, {{F32, {256, 256}}, {F32, {256, 256}}});
+  const AttrMap none, clip{{"min", 0.0}, {"max", 6.0}}, gelu{{"approximate", std::string("none")}};
+  for (const TestOp* op : {&conv, &matmul}) {
+    const std::vector<EpilogueStep> steps = {{OpKind::Mul, &none, 2, false}, {OpKind::Clip, &clip, -1, false},
+                                             {OpKind::Add, &none, 3, true}, {OpKind::Gelu, &gelu, -1, false}};
+    const std::vector<int64_t>& dims = op->outputs[0].dims;
+    std::vector<int64_t> channels(dims.size(), 1);
+    channels[op->kind == OpKind::Conv ? 1 : dims.size() - 1] = dims[op->kind == OpKind::Conv ? 1 : dims.size() - 1];
+    std::vector<BufferView> inputs = op->inputs;
+    inputs.push_back({nullptr, F32, channels});  // per channel (conv) or column (matmul)
+    inputs.push_back({nullptr, F32, dims});      // full-size
+    const OpRun fused{op->kind, op->attrs, inputs, op->outputs};
+    auto t = templates::plan_template_epilogue(fused, steps, [](const OpRun& anchor) { return plan_cuda_template(anchor, {}, 90); });
+    ASSERT_TRUE(t) << op_name(op->kind);
+    EXPECT_EQ(t->args, (std::vector<int>{0, 1, 4, 2, 3})) << t->name;  // the output, then the operands
+    PtxResult ptx;
+    ASSERT_NO_THROW(ptx = Nvrtc::get().compile(t->name, t->source, "compute_90")) << t->name;
+    EXPECT_EQ(ptx.log.find("warning"), std::string::npos) << ptx.log;
+    std::string entry;
+    unsigned block = 0;
+    ASSERT_TRUE(cuda_entry_point(t->source, &entry, &block));
+    EXPECT_NE(ptx.ptx.find(".entry " + entry + "("), std::string::npos) << t->name;
   }
 }
 
