@@ -26,7 +26,9 @@ const char* kHelp =
     "Also prints the compile time (the first compile in this process: kernels already in the\n"
     "disk cache, KILN_CACHE_DIR, compile faster), kernels per run, the intermediates' memory\n"
     "(naive: one buffer each; lower bound: peak live bytes for this kernel order; planned: the\n"
-    "arena) and the max abs difference between compiled and eager outputs.\n"
+    "arena) and the max abs difference between compiled and eager outputs. A device whose compiled\n"
+    "run is more than 5% slower than its eager one gets a line saying so (a compiled program must\n"
+    "never be slower).\n"
     "  --json            one JSON object per device, in an array, instead of the table\n"
     "  --compile-only    only compile (and run once): compile time, kernels and memory; for\n"
     "                    cold vs warm compile times, run it twice with the same KILN_CACHE_DIR\n"
@@ -88,6 +90,12 @@ std::string json_number(double v) {
   return buf;
 }
 
+// Compiled slower than eager by more than this factor is flagged: run-to-run noise on a shared
+// machine stays within it. A compiled program must never be slower than eager.
+constexpr double kSlowerThanEager = 1.05;
+
+bool slower_than_eager(const Result& r) { return r.failure.empty() && r.compiled_ms > r.eager_ms * kSlowerThanEager; }
+
 void print_json(const std::string& model, CompileMode mode, const std::vector<Result>& results) {
   std::printf("[\n");
   for (size_t i = 0; i < results.size(); ++i) {
@@ -101,12 +109,14 @@ void print_json(const std::string& model, CompileMode mode, const std::vector<Re
     } else {
       std::printf(", \"eager_ms\": %s, \"compiled_ms\": %s, \"speedup\": %s, \"compile_ms\": %s, "
                   "\"kernels\": %lld, \"nodes\": %lld, \"naive_bytes\": %lld, "
-                  "\"lower_bound_bytes\": %lld, \"planned_bytes\": %lld, \"max_abs_diff\": %s",
+                  "\"lower_bound_bytes\": %lld, \"planned_bytes\": %lld, \"max_abs_diff\": %s, "
+                  "\"slower_than_eager\": %s",
                   json_number(r.eager_ms).c_str(), json_number(r.compiled_ms).c_str(),
                   json_number(r.eager_ms / r.compiled_ms).c_str(), json_number(r.compile_ms).c_str(),
                   (long long)r.stats.kernels, (long long)r.stats.nodes,
                   (long long)r.stats.naive_bytes, (long long)r.stats.lower_bound_bytes,
-                  (long long)r.stats.planned_bytes, json_number(r.max_abs_diff).c_str());
+                  (long long)r.stats.planned_bytes, json_number(r.max_abs_diff).c_str(),
+                  slower_than_eager(r) ? "true" : "false");
     }
     if (!r.sizes.empty() && r.failure.empty()) {
       std::printf(", \"sizes\": [");
@@ -143,6 +153,10 @@ void print_table(const std::vector<Result>& results) {
                 mib(r.stats.naive_bytes).c_str(), mib(r.stats.lower_bound_bytes).c_str(),
                 mib(r.stats.planned_bytes).c_str(), r.max_abs_diff);
   }
+  for (const Result& r : results)
+    if (slower_than_eager(r))
+      std::printf("%s: compiled is SLOWER than eager (%.2f ms vs %.2f ms, ratio %.2f < %.2f)\n", r.device.name().c_str(),
+                  r.compiled_ms, r.eager_ms, r.eager_ms / r.compiled_ms, 1 / kSlowerThanEager);
 }
 
 void print_sizes_table(const std::string& symbol, const std::vector<Result>& results) {

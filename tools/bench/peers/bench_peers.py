@@ -25,6 +25,10 @@ import traceback
 
 import numpy as np
 
+# Compiled slower than eager by more than this factor is flagged: run-to-run noise on a shared
+# machine stays within it.
+SLOWER_THAN_EAGER = 1.05
+
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.join(HERE, "..", "..", "..", "samples", "onnx_models"))
 
@@ -187,6 +191,7 @@ def report(paths):
     print("| model | " + " | ".join(peers) + " |")
     print("|---|" + "---|" * len(peers))
     ratios = {p: [] for p in peers}
+    slower = []  # compiled kiln programs slower than the same device's eager run
     for model, r in rows.items():
         base = r.get("kiln-cpu", {}).get("ms")
         cells = []
@@ -201,11 +206,20 @@ def report(paths):
                 if base and p != "kiln-cpu":
                     text += f" ({cell['ms'] / base:.2f}x)"
                     ratios[p].append(cell["ms"] / base)
+                eager = r.get(p + "-eager", {}).get("ms")
+                if p.startswith("kiln-") and eager and cell["ms"] > eager * SLOWER_THAN_EAGER:
+                    text += " SLOWER than eager"
+                    slower.append(f"{model} on {p}: {cell['ms']:.2f} ms compiled, {eager:.2f} ms eager")
                 cells.append(text)
         print(f"| {model} | " + " | ".join(cells) + " |")
     geomean = [f"{math.exp(sum(map(math.log, ratios[p])) / len(ratios[p])):.2f}x" if ratios[p] else "-"
                for p in peers]
     print("| geomean vs kiln-cpu | " + " | ".join(geomean) + " |")
+    print()
+    if slower:
+        print(f"Compiled slower than eager (by more than {SLOWER_THAN_EAGER - 1:.0%}): " + "; ".join(slower))
+    else:
+        print(f"No compiled kiln program ran slower than eager (by more than {SLOWER_THAN_EAGER - 1:.0%}).")
 
 
 def main():
