@@ -22,6 +22,18 @@ std::optional<size_t> channel_dim(OpKind kind, size_t rank) {
   }
 }
 
+// Steps whose result is a float like their input: the epilogue's running value stays a float.
+bool keeps_float(OpKind kind) {
+  switch (kind) {
+    case OpKind::Cast: case OpKind::LogicalNot: case OpKind::Eq: case OpKind::Ne: case OpKind::Lt:
+    case OpKind::Le: case OpKind::Gt: case OpKind::Ge: case OpKind::LogicalAnd: case OpKind::LogicalOr:
+    case OpKind::LogicalXor: case OpKind::Where:
+      return false;
+    default:
+      return true;
+  }
+}
+
 // How EPILOGUE reads an operand: its one element, the element of the result's channel, or the
 // element at the result's index.
 std::optional<std::string> operand_index(const BufferView& operand, const BufferView& result, size_t channel) {
@@ -63,6 +75,7 @@ std::optional<TemplateLaunch> plan_template_epilogue(const OpRun& fused, std::sp
   // after the output pointer (KILN_EPILOGUE_PARAMS), passed on to the epilogue function.
   std::string declarations, params, names, body, suffix;
   for (const EpilogueStep& step : epilogue) {
+    if (!keeps_float(step.kind)) return std::nullopt;
     std::vector<std::string> args = {"v"};
     if (step.operand >= 0) {
       std::optional<std::string> index = operand_index(fused.inputs[size_t(step.operand)], result, *channel);

@@ -17,7 +17,8 @@ namespace kiln::templates {
 // template's own bindings (GLSL) or a kernel parameter after its output (CUDA,
 // KILN_EPILOGUE_PARAMS). An operand may be a scalar, run along the result's channels (conv's dim 1, matmul's last
 // dim) or have the result's shape. Nothing when the template has no such line, an operand is none
-// of those, a value is not f32, or a step has no expression form.
+// of those, a value is not f32, or a step has no expression form or another result type (a
+// comparison, a cast).
 std::optional<TemplateLaunch> plan_template_epilogue(const OpRun& fused, std::span<const EpilogueStep> epilogue,
                                                      const std::function<std::optional<TemplateLaunch>(const OpRun&)>& plan);
 

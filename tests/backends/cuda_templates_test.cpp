@@ -369,6 +369,23 @@ TEST(CudaTemplateCompile, EachTemplateFileCompilesStandalone) {
   }
 }
 
+// A template takes an epilogue only where it can: not a step whose result is no float (a
+// comparison), nor an operand that runs along a spatial dim rather than the channels.
+TEST(CudaTemplatePlanner, EpiloguesDeclineWhatTheStoreCannotTake) {
+  const TestOp conv(OpKind::Conv, {{F32, {1, 16, 32, 32}}, {F32, {16, 16, 3, 3}}});
+  const AttrMap none;
+  auto fused = [&](std::vector<EpilogueStep> steps, std::vector<int64_t> operand_dims) {
+    std::vector<BufferView> inputs = conv.inputs;
+    if (!operand_dims.empty()) inputs.push_back({nullptr, F32, operand_dims});
+    const OpRun run{conv.kind, conv.attrs, inputs, conv.outputs};
+    return templates::plan_template_epilogue(run, steps, [](const OpRun& anchor) { return plan_cuda_template(anchor, {}, 90); });
+  };
+  EXPECT_TRUE(fused({{OpKind::Relu, &none, -1, false}}, {}));
+  EXPECT_TRUE(fused({{OpKind::Add, &none, 2, false}}, {16, 1, 1}));
+  EXPECT_FALSE(fused({{OpKind::Gt, &none, 2, false}}, {1}));             // a bool result
+  EXPECT_FALSE(fused({{OpKind::Add, &none, 2, false}}, {1, 1, 32, 1}));  // along the rows
+}
+
 // With an epilogue (template_epilogue.h), each takes its operands as parameters after its output:
 // NVRTC compiles the conv and matmul templates with a per-channel scale, a clip, a full-size
 // residual and gelu, and the entry point takes them.
