@@ -7,7 +7,8 @@
 // the next such op's permute to channels-last and both vanish. Between two convs, a chain of
 // activations and residual adds then runs channels-last with no layout change at all; a permute is
 // left only where a value leaves the channels-last region (a reshape, a reduction, a graph output).
-// A graph where no pair vanishes is left as it was.
+// A graph where no pair vanishes, or that would keep more layout changes than it has such ops, is
+// left as it was.
 // This is what PyTorch's channels_last memory format and onnxruntime's NCHWc transformer do for the
 // same kernels. Weights keep their [O, C/groups, kh, kw] layout.
 #include <deque>
@@ -34,6 +35,13 @@ bool is_permute(const Node& n, const std::vector<int64_t>& dims) {
 // The node producing v when it is a permute to channels-first, else null.
 const Node* to_first_producer(const Value* v) {
   return v->producer && is_permute(*v->producer, kToFirst) ? v->producer : nullptr;
+}
+
+// Permutes between channels-first and channels-last in `graph`.
+int64_t layout_changes(const Graph& graph) {
+  int64_t n = 0;
+  for (const Node* node : graph.nodes()) n += is_permute(*node, kToLast) || is_permute(*node, kToFirst);
+  return n;
 }
 
 bool is_candidate(const Node& n) {
@@ -146,8 +154,10 @@ Pass channels_last_pass(std::function<bool(const Node&)> wanted) {
   return {"channels-last",
           "convs and window pools the backend prefers so run channels-last; layout changes between them cancel",
           [wanted = std::move(wanted)](Graph& graph) {
-            // Rewritten on a copy: where no permute pair cancels (a lone conv between graph inputs
-            // and outputs), the permutes would only replace the reorders oneDNN does itself.
+            // Rewritten on a copy, kept only where it pays: some permute pair cancels (for a lone
+            // conv the permutes would only replace the reorders oneDNN does itself), and at most
+            // one layout change is left per op that runs channels-last. A training step's graph
+            // (gradient ops between the convs read channels-first) would be left with more.
             Graph trial = graph.clone();
             ChannelsLast pass(trial, wanted);
             PassStats stats = pass.run();
@@ -156,6 +166,10 @@ Pass channels_last_pass(std::function<bool(const Node&)> wanted) {
             // still sees a conv and its activation side by side; dead-node removal needs the order.
             restore_topological_order(trial, pass.places());
             stats.counters["nodes_removed"] = int64_t(trial.remove_dead_nodes());
+            const int64_t changes = layout_changes(trial) - layout_changes(graph);
+            if (changes > stats.counters["ops_channels_last"])
+              return PassStats{{{"ops_channels_last", 0}, {"layout_changes_it_would_leave", changes}}};
+            stats.counters["layout_changes"] = changes;
             graph = std::move(trial);
             return stats;
           }};

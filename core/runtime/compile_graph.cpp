@@ -84,7 +84,9 @@ CompiledGraph compile_graph(Graph& graph, Device device, const CompileGraphOptio
 
   Backend& backend = device.backend();
   std::vector<Pass> passes = standard_pipeline();
-  if (backend.codegen()) passes.push_back(channels_last_pass(prefers_channels_last(backend)));  // layouts
+  const char* channels_last = std::getenv("KILN_CHANNELS_LAST");  // "0": off, for comparisons
+  if (backend.codegen() && !(channels_last && std::string(channels_last) == "0"))
+    passes.push_back(channels_last_pass(prefers_channels_last(backend)));  // layouts for the backend's kernels
   out.passes = run_pipeline(graph, passes, pipeline);  // graph passes, 00..NN
   if (graph.inputs().size() != num_inputs)
     throw Error("compile_graph: internal error: the pass pipeline changed the graph's inputs (" +
