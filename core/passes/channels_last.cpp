@@ -11,6 +11,7 @@
 // left as it was.
 // This is what PyTorch's channels_last memory format and onnxruntime's NCHWc transformer do for the
 // same kernels. Weights keep their [O, C/groups, kh, kw] layout.
+#include <algorithm>
 #include <deque>
 #include <set>
 #include <unordered_map>
@@ -158,6 +159,9 @@ Pass channels_last_pass(std::function<bool(const Node&)> wanted) {
             // conv the permutes would only replace the reorders oneDNN does itself), and at most
             // one layout change is left per op that runs channels-last. A training step's graph
             // (gradient ops between the convs read channels-first) would be left with more.
+            const std::vector<Node*> nodes = graph.nodes();
+            if (std::none_of(nodes.begin(), nodes.end(), [](const Node* n) { return is_candidate(*n); }))
+              return PassStats{{{"ops_channels_last", 0}}};  // nothing to copy the graph for
             Graph trial = graph.clone();
             ChannelsLast pass(trial, wanted);
             PassStats stats = pass.run();
