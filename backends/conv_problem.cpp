@@ -1,8 +1,6 @@
 // Decoding of conv into ConvProblem: the checks and parameter block both backends' templates share.
 #include "backends/conv_problem.h"
 
-#include <algorithm>
-
 #include "backends/template_util.h"
 
 namespace kiln {
@@ -14,13 +12,9 @@ std::optional<ConvProblem> decode_conv(const OpRun& run) {
   if (run.inputs.size() != 2 && run.inputs.size() != 3) return std::nullopt;
   if (!all_dtype(run, DType::F32)) return std::nullopt;
   const bool channels_last = is_channels_last(run.attrs);
-  auto channels_first = [channels_last](std::vector<int64_t> dims) {
-    if (channels_last && dims.size() >= 3) std::rotate(dims.begin() + 1, dims.end() - 1, dims.end());
-    return dims;
-  };
-  const std::vector<int64_t> x = channels_first(run.inputs[0].dims);
+  const std::vector<int64_t> x = channels_last ? channels_first_dims(run.inputs[0].dims) : run.inputs[0].dims;
   const auto& wt = run.inputs[1].dims;
-  const std::vector<int64_t> y = channels_first(run.outputs[0].dims);
+  const std::vector<int64_t> y = channels_last ? channels_first_dims(run.outputs[0].dims) : run.outputs[0].dims;
   if (x.size() < 3 || x.size() > 4 || wt.size() != x.size() || y.size() != x.size()) return std::nullopt;
   const size_t spatial = x.size() - 2;
   ConvProblem problem;

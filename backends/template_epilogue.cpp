@@ -3,7 +3,7 @@
 // would.
 #include "backends/template_epilogue.h"
 
-#include "core/kernel/emit.h"
+#include "core/kernel/emit_text.h"
 #include "core/kernel/emit_prelude.h"
 #include "core/support/error.h"
 

@@ -12,7 +12,6 @@
 #include <omp.h>
 #include <unistd.h>
 
-#include <algorithm>
 #include <map>
 #include <mutex>
 
@@ -95,7 +94,8 @@ class CpuBackend : public reference::HostBackend {
     AttrMap attrs = run.attrs;
     attrs.set("channels_last", true);
     std::vector<BufferView> ins(run.inputs.begin(), run.inputs.end()), outs(run.outputs.begin(), run.outputs.end());
-    for (std::vector<int64_t>* dims : {&ins[0].dims, &outs[0].dims}) std::rotate(dims->begin() + 1, dims->begin() + 2, dims->end());
+    ins[0].dims = channels_last_dims(ins[0].dims);
+    outs[0].dims = channels_last_dims(outs[0].dims);
     return make_onednn_op(OpRun{run.kind, attrs, ins, outs}) != nullptr;
   }
   std::optional<TemplateLaunch> plan_template(const OpRun& run) override {

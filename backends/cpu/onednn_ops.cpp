@@ -279,11 +279,8 @@ std::unique_ptr<OneDnnOp> make_pool(const OpRun& run) {
   if (run.inputs[0].dtype != DType::F32 || (run.inputs[0].dims.size() != 3 && run.inputs[0].dims.size() != 4))
     return nullptr;
   const bool channels_last = is_channels_last(run.attrs);
-  auto channels_first = [channels_last](std::vector<int64_t> dims) {  // oneDNN's logical order
-    if (channels_last) std::rotate(dims.begin() + 1, dims.end() - 1, dims.end());
-    return dims;
-  };
-  const std::vector<int64_t> x = channels_first(run.inputs[0].dims), y = channels_first(run.outputs[0].dims);
+  std::vector<int64_t> x = run.inputs[0].dims, y = run.outputs[0].dims;  // in oneDNN's logical order
+  if (channels_last) x = channels_first_dims(x), y = channels_first_dims(y);
   const size_t spatial = x.size() - 2;
   const bool is_max = run.kind == OpKind::MaxPool;
   const memory::dims kernel = templates::spatial_attr(run.attrs, "kernel", spatial, 1, 1);

@@ -3,6 +3,8 @@
 // error. Reference kernels live in backends/cpu, keyed by the same OpKind.
 #pragma once
 
+#include <algorithm>
+
 #include <functional>
 #include <optional>
 #include <string>
@@ -96,6 +98,17 @@ std::vector<TensorType> infer_types(OpKind kind, const std::vector<TensorType>& 
 // conv, max_pool and avg_pool: whether the activations (input and result) are channels-last,
 // [N, *spatial, C], rather than [N, C, *spatial]. Weights keep [O, C/groups, *kernel] either way.
 bool is_channels_last(const AttrMap& attrs);
+// [N, *spatial, C] -> [N, C, *spatial] and back, for dims (int64_t) or a Shape; rank < 3 unchanged.
+template <class Dims>
+Dims channels_first_dims(Dims dims) {
+  if (dims.size() >= 3) std::rotate(dims.begin() + 1, dims.end() - 1, dims.end());
+  return dims;
+}
+template <class Dims>
+Dims channels_last_dims(Dims dims) {
+  if (dims.size() >= 3) std::rotate(dims.begin() + 1, dims.begin() + 2, dims.end());
+  return dims;
+}
 
 // "op 'add' (f32[2,3], f32[4]) at demo.cpp:12 [scope]: <why>" — the one error format.
 std::string op_error(OpKind kind, const std::vector<TensorType>& inputs, const Provenance& where,

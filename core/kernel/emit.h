@@ -55,12 +55,6 @@ struct EmittedKernel {
 };
 
 EmittedKernel emit(const Kernel& kernel, const EmitOptions& options);
-// The text of one op of result type `type` on the argument texts `args` (of `arg_types`), exactly
-// as kernels print it: tuned templates print their epilogues with it. The helpers it calls
-// (kiln_max, kiln_erf, ...) are in emit_prelude_for(dialect). `index_math`: a mod of non-negative
-// index values, printed as `%`.
-std::string op_expression(OpKind op, const AttrMap& attrs, DType type, const std::vector<DType>& arg_types,
-                          std::vector<std::string> args, Dialect dialect, bool index_math = false);
 // The options a backend's declared target asks for (Backend::codegen()).
 EmitOptions emit_options_for(const CodegenTarget& target);
 // The __global__ function name CUDA kernels are emitted with by default.

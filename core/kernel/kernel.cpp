@@ -34,6 +34,12 @@ ExprRef accumulator(DType type) {
   return e;
 }
 
+std::vector<std::optional<int32_t>> LoweredKernel::static_param_values() const {
+  std::vector<std::optional<int32_t>> out;
+  for (const SymInt& p : params) out.push_back(p.is_static() ? std::optional<int32_t>(int32_t(p.value())) : std::nullopt);
+  return out;
+}
+
 std::vector<int32_t> LoweredKernel::param_values(const std::map<std::string, int64_t>& bindings) const {
   std::vector<int32_t> out;
   out.reserve(params.size());

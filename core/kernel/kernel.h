@@ -12,6 +12,8 @@
 // pairs the kernel with the values (possibly symbolic) of its params.
 #pragma once
 
+#include <map>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -66,6 +68,8 @@ struct LoweredKernel {
   std::vector<SymInt> params;  // one per kernel param
   // Integer param values for concrete sizes (symbols bound by `bindings`).
   std::vector<int32_t> param_values(const std::map<std::string, int64_t>& bindings = {}) const;
+  // Each param's value where it has no symbol, else nullopt (EmitOptions::static_params).
+  std::vector<std::optional<int32_t>> static_param_values() const;
   int64_t elements(const std::map<std::string, int64_t>& bindings = {}) const;  // iteration size
 };
 

@@ -67,10 +67,8 @@ namespace {
 // Asks `backend` about a node at its traced sizes.
 std::function<bool(const Node&)> prefers_channels_last(Backend& backend) {
   return [&backend](const Node& n) {
-    std::vector<BufferView> ins, outs;
-    for (const Value* v : n.inputs) ins.push_back(at_hints(v));
-    for (const Value* v : n.outputs) outs.push_back(at_hints(v));
-    return backend.prefers_channels_last(OpRun{n.kind, n.attrs, ins, outs});
+    const ViewsAtHints views(n);
+    return backend.prefers_channels_last(OpRun{n.kind, n.attrs, views.inputs, views.outputs});
   };
 }
 

@@ -191,10 +191,9 @@ void emit_program(LoweredProgram& program, const kernel::CodegenTarget& target) 
   program.language = kernel::language_of(target.dialect);
   for (ProgramKernel& pk : program.kernels) {
     for (ProgramStep& s : pk.steps) {
-      options.static_params.clear();
-      if (target.dialect == kernel::Dialect::Cpp)  // one C++ source per program: sizes may be literals
-        for (const SymInt& p : s.kernel.params)
-          options.static_params.push_back(p.is_static() ? std::optional<int32_t>(int32_t(p.value())) : std::nullopt);
+      // One C++ source per program: its static sizes may be literals.
+      options.static_params = target.dialect == kernel::Dialect::Cpp ? s.kernel.static_param_values()
+                                                                     : std::vector<std::optional<int32_t>>{};
       kernel::EmittedKernel emitted = kernel::emit(s.kernel.kernel, options);
       s.source = std::move(emitted.source);
       s.line_origins = std::move(emitted.line_origins);

@@ -25,15 +25,18 @@ BufferView at_hints(const Value* v) {
   return BufferView{nullptr, v->type.dtype, dims};
 }
 
+ViewsAtHints::ViewsAtHints(const Node& n) {
+  for (const Value* v : n.inputs) inputs.push_back(at_hints(v));
+  for (const Value* v : n.outputs) outputs.push_back(at_hints(v));
+}
+
 KernelSchedule schedule_kernels(const Graph& graph, Backend& backend, bool fuse, bool max_autotune) {
   FusionOptions fusion;
   fusion.fuse = fuse;
   fusion.keep_alone = [&backend, max_autotune](const Node& n) {
     if (!backend.has_template(n.kind)) return false;
-    std::vector<BufferView> ins, outs;
-    for (const Value* v : n.inputs) ins.push_back(at_hints(v));
-    for (const Value* v : n.outputs) outs.push_back(at_hints(v));
-    return backend.plan_template(OpRun{n.kind, n.attrs, ins, outs, max_autotune}).has_value();
+    const ViewsAtHints views(n);
+    return backend.plan_template(OpRun{n.kind, n.attrs, views.inputs, views.outputs, max_autotune}).has_value();
   };
   fusion.template_epilogue = [&backend, max_autotune](const Node& anchor, const std::vector<const Node*>& epilogue) {
     std::vector<BufferView> ins, outs{at_hints(epilogue.back()->output())};

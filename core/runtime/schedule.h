@@ -32,6 +32,11 @@ KernelSchedule schedule_kernels(const Graph& graph, Backend& backend, bool fuse 
 
 // A value as a backend sees it when asked at the traced sizes: symbolic dims at their hints, no buffer.
 BufferView at_hints(const Value* v);
+// A node's operands and results so (OpRun's spans point into them).
+struct ViewsAtHints {
+  explicit ViewsAtHints(const Node& n);
+  std::vector<BufferView> inputs, outputs;
+};
 
 // One line per kernel, in order:
 //   kernel 0 pointwise [%2 add, %3 relu] reads %0 %1 writes %3

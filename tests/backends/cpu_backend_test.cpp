@@ -78,8 +78,7 @@ TEST(CpuBackend, StaticSizesAreLiteralsInCppKernels) {
                                             {{DType::F32, {batch, 4, 32, 64}}}, {{DType::F32, {batch, 32, 4, 64}}}, 1);
     kernel::EmitOptions o;
     o.dialect = kernel::Dialect::Cpp;
-    for (const SymInt& p : op.steps.at(0).kernel.params)
-      o.static_params.push_back(p.is_static() ? std::optional<int32_t>(int32_t(p.value())) : std::nullopt);
+    o.static_params = op.steps.at(0).kernel.static_param_values();
     return kernel::emit(op.steps.at(0).kernel.kernel, o).source;
   };
   const std::string fixed = emit_permute(SymInt(2));

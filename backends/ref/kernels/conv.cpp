@@ -394,11 +394,6 @@ void move_channels(const HostTensor& from, const HostTensor& to, bool to_first) 
       }
 }
 
-std::vector<int64_t> channels_first_dims(std::vector<int64_t> dims) {
-  std::rotate(dims.begin() + 1, dims.end() - 1, dims.end());
-  return dims;
-}
-
 // A conv or window pool with channels-last activations runs channels-first on copies.
 template <Kernel kernel>
 void any_layout(const KernelContext& ctx) {

@@ -4,8 +4,6 @@
 // channels-last pass chooses for backends whose kernels run faster so. Per-spatial attributes
 // follow ONNX: padding lists all begins then all ends, and an empty list means the ONNX default
 // (stride and dilation 1, padding 0), so an importer can pass attributes through unchanged.
-#include <algorithm>
-
 #include "core/ir/op.h"
 
 namespace kiln::ops {
@@ -58,22 +56,15 @@ int64_t groups_attr(const InferContext& ctx) {
   return groups;
 }
 
-// [N, *spatial, C] <-> [N, C, *spatial]: the rules below work on the channels-first form.
-TensorType channels_first(TensorType t) {
-  if (t.rank() >= 3) std::rotate(t.shape.begin() + 1, t.shape.end() - 1, t.shape.end());
-  return t;
-}
-TensorType channels_last(TensorType t) {
-  if (t.rank() >= 3) std::rotate(t.shape.begin() + 1, t.shape.begin() + 2, t.shape.end());
-  return t;
-}
-
-// The activation input as the rules read it, channels-first.
+// The activation input as the rules read it, channels-first, and the result in the op's layout.
 TensorType activation(const InferContext& ctx) {
-  return is_channels_last(ctx.attrs()) ? channels_first(ctx.input(0)) : ctx.input(0);
+  TensorType x = ctx.input(0);
+  if (is_channels_last(ctx.attrs())) x.shape = channels_first_dims(x.shape);
+  return x;
 }
 std::vector<TensorType> in_layout(const InferContext& ctx, TensorType result) {
-  return {is_channels_last(ctx.attrs()) ? channels_last(std::move(result)) : std::move(result)};
+  if (is_channels_last(ctx.attrs())) result.shape = channels_last_dims(result.shape);
+  return {result};
 }
 
 std::vector<TensorType> conv_rule(const InferContext& ctx) {
