@@ -29,6 +29,7 @@ struct DeviceCaps {
   bool f16 = false;
   bool f64 = false;
   bool int64 = false;
+  bool int16 = false;  // 16-bit integer storage and arithmetic (i16, u16)
   bool subgroups = false;
   uint32_t subgroup_size = 1;
   size_t shared_memory_bytes = 0;

@@ -202,7 +202,7 @@ class CudaStream : public Stream {
 
 DeviceCaps caps_of(const Driver& d, CUdevice dev) {
   DeviceCaps c;
-  c.f16 = c.f64 = c.int64 = c.subgroups = true;
+  c.f16 = c.f64 = c.int64 = c.int16 = c.subgroups = true;
   int v = 0;
   d.cuDeviceGetAttribute(&v, kAttrWarpSize, dev);
   c.subgroup_size = uint32_t(v);

@@ -40,7 +40,7 @@ class NullBackend : public Backend {
   std::string name() const override { return "null (runs nothing)"; }
   DeviceCaps caps() const override {
     DeviceCaps c;
-    c.f16 = c.f64 = c.int64 = true;
+    c.f16 = c.f64 = c.int64 = c.int16 = true;
     return c;
   }
   bool supports(OpKind, DType) const override { return true; }

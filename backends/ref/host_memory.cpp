@@ -52,7 +52,7 @@ void host_download(const Buffer& src, void* dst, size_t bytes, size_t offset) {
 
 DeviceCaps HostBackend::caps() const {
   DeviceCaps c;
-  c.f16 = c.f64 = c.int64 = true;
+  c.f16 = c.f64 = c.int64 = c.int16 = true;
   c.is_cpu = true;
   return c;
 }

@@ -98,7 +98,8 @@ class VulkanBackendImpl : public VulkanBackend {
   bool supports(OpKind, DType dtype) const override {
     const DeviceCaps& c = device_->caps();
     if (dtype == DType::F64) return c.f64;
-    if (dtype == DType::I64) return c.int64;
+    if (dtype == DType::I64 || dtype == DType::U64) return c.int64;
+    if (dtype == DType::I16 || dtype == DType::U16) return c.int16;
     if (dtype == DType::F16 || dtype == DType::BF16) return c.f16;
     return true;
   }

@@ -338,6 +338,7 @@ DeviceCaps query_caps(VkPhysicalDevice physical) {
   c.f16 = f.v12.shaderFloat16 && f.v11.storageBuffer16BitAccess;
   c.f64 = f.core.features.shaderFloat64;
   c.int64 = f.core.features.shaderInt64;
+  c.int16 = f.core.features.shaderInt16 && f.v11.storageBuffer16BitAccess;
   const VkSubgroupFeatureFlags needed =
       VK_SUBGROUP_FEATURE_BASIC_BIT | VK_SUBGROUP_FEATURE_ARITHMETIC_BIT;
   c.subgroups = (v11.subgroupSupportedStages & VK_SHADER_STAGE_COMPUTE_BIT) &&

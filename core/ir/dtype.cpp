@@ -9,10 +9,10 @@ namespace kiln {
 
 size_t dtype_size(DType dtype) {
   switch (dtype) {
-    case DType::F32: case DType::I32: return 4;
-    case DType::F16: case DType::BF16: return 2;
-    case DType::F64: case DType::I64: return 8;
-    case DType::U8: case DType::Bool: return 1;
+    case DType::F32: case DType::I32: case DType::U32: return 4;
+    case DType::F16: case DType::BF16: case DType::I16: case DType::U16: return 2;
+    case DType::F64: case DType::I64: case DType::U64: return 8;
+    case DType::U8: case DType::I8: case DType::Bool: return 1;
   }
   return 0;
 }
@@ -27,6 +27,11 @@ std::string_view dtype_name(DType dtype) {
     case DType::I64: return "i64";
     case DType::U8: return "u8";
     case DType::Bool: return "bool";
+    case DType::I8: return "i8";
+    case DType::I16: return "i16";
+    case DType::U16: return "u16";
+    case DType::U32: return "u32";
+    case DType::U64: return "u64";
   }
   return "?";
 }
@@ -45,7 +50,13 @@ bool is_floating(DType d) {
   return d == DType::F32 || d == DType::F16 || d == DType::BF16 || d == DType::F64;
 }
 
-bool is_integral(DType d) { return d == DType::I32 || d == DType::I64 || d == DType::U8; }
+bool is_unsigned(DType d) {
+  return d == DType::U8 || d == DType::U16 || d == DType::U32 || d == DType::U64;
+}
+
+bool is_integral(DType d) {
+  return is_unsigned(d) || d == DType::I8 || d == DType::I16 || d == DType::I32 || d == DType::I64;
+}
 
 namespace {
 // Rank within a category; higher wins.
@@ -58,14 +69,20 @@ int float_rank(DType d) {
     default: return 0;
   }
 }
-int int_rank(DType d) {
-  switch (d) {
-    case DType::Bool: return 0;
-    case DType::U8: return 1;
-    case DType::I32: return 2;
-    case DType::I64: return 3;
-    default: return -1;
-  }
+// The signed type of `bytes` bytes (i64 for anything wider).
+DType signed_of_size(size_t bytes) {
+  return bytes <= 1 ? DType::I8 : bytes == 2 ? DType::I16 : bytes == 4 ? DType::I32 : DType::I64;
+}
+
+// Two integer types (or bools): the narrower one that holds both, as PyTorch and NumPy promote;
+// u64 with a signed type gives i64 (NumPy gives f64, PyTorch refuses).
+DType promote_integers(DType a, DType b) {
+  if (a == DType::Bool) return b;
+  if (b == DType::Bool) return a;
+  if (is_unsigned(a) == is_unsigned(b)) return dtype_size(a) >= dtype_size(b) ? a : b;
+  DType u = is_unsigned(a) ? a : b, s = is_unsigned(a) ? b : a;
+  if (dtype_size(s) > dtype_size(u)) return s;
+  return signed_of_size(2 * dtype_size(u));
 }
 }  // namespace
 
@@ -79,7 +96,7 @@ DType promote_types(DType a, DType b) {
     if (float_rank(a) == float_rank(b)) return DType::F32;
     return float_rank(a) > float_rank(b) ? a : b;
   }
-  return int_rank(a) > int_rank(b) ? a : b;
+  return promote_integers(a, b);
 }
 
 half::half(float f) {

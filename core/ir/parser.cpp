@@ -382,6 +382,12 @@ class Parser {
       if (s == "true") return true;
       if (s == "false") return false;
       fail_at(c.pos, "expected true or false");
+    } else if constexpr (std::is_same_v<T, uint64_t>) {
+      uint64_t v;
+      auto [end, ec] = std::from_chars(s.data(), s.data() + s.size(), v);
+      if (ec != std::errc() || end != s.data() + s.size())
+        fail_at(c.pos, "expected an integer in the range of the literal's dtype");
+      return v;
     } else if constexpr (std::is_integral_v<T>) {
       int64_t v;
       if (!to_int64(s, &v) || v < int64_t(std::numeric_limits<T>::min()) ||

@@ -49,7 +49,7 @@ std::string format_element(const T& v) {
   if constexpr (std::is_same_v<T, bool>) {
     return v ? "true" : "false";
   } else if constexpr (std::is_integral_v<T>) {
-    return std::to_string(int64_t(v));
+    return std::to_string(v);
   } else {
     double d = double(compute_t<T>(v));
     if (std::isnan(d)) {

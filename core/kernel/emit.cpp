@@ -282,16 +282,18 @@ class Printer {
     if (uses(DType::F64)) add_lines(prelude_f64());
     if (uses(DType::BF16)) add_lines(prelude_bf16());
     if (uses(DType::I64)) add_lines(prelude_i64());
+    if (uses(DType::U64)) add_lines(prelude_u64());
   }
 
   void glsl_header() {
     line("#version 450");
-    bool i64 = uses(DType::I64), f16 = uses(DType::F16), bf16 = uses(DType::BF16);
-    bool bytes = uses(DType::U8) || uses(DType::Bool);
+    bool i64 = uses(DType::I64) || uses(DType::U64), f16 = uses(DType::F16);
+    bool int16 = uses(DType::BF16) || uses(DType::I16) || uses(DType::U16);
+    bool bytes = uses(DType::U8) || uses(DType::I8) || uses(DType::Bool);
     if (i64) line("#extension GL_EXT_shader_explicit_arithmetic_types_int64 : require");
-    if (f16 || bf16) line("#extension GL_EXT_shader_16bit_storage : require");
+    if (f16 || int16) line("#extension GL_EXT_shader_16bit_storage : require");
     if (f16) line("#extension GL_EXT_shader_explicit_arithmetic_types_float16 : require");
-    if (bf16) line("#extension GL_EXT_shader_explicit_arithmetic_types_int16 : require");
+    if (int16) line("#extension GL_EXT_shader_explicit_arithmetic_types_int16 : require");
     if (bytes) {
       line("#extension GL_EXT_shader_8bit_storage : require");
       line("#extension GL_EXT_shader_explicit_arithmetic_types_int8 : require");
@@ -599,7 +601,8 @@ std::string emit_prelude_for(Dialect dialect) {
   } else {
     text += "#define KILN_FN\n";
   }
-  for (const char* part : {prelude_common(), prelude_f64(), prelude_bf16(), prelude_i64()}) text += part;
+  for (const char* part : {prelude_common(), prelude_f64(), prelude_bf16(), prelude_i64(), prelude_u64()})
+    text += part;
   return text;
 }
 

@@ -62,10 +62,21 @@ KILN_FN int64_t kiln_pow(int64_t a, int64_t b) { if (b < 0) return a == 1 ? 1 : 
 )";
 }
 
+const char* prelude_u64() {
+  return R"(KILN_FN uint64_t kiln_max(uint64_t a, uint64_t b) { return max(a, b); }
+KILN_FN uint64_t kiln_min(uint64_t a, uint64_t b) { return min(a, b); }
+KILN_FN uint64_t kiln_rem(uint64_t a, uint64_t b, bool c_fmod) { return a % b; }
+KILN_FN uint64_t kiln_pow(uint64_t a, uint64_t b) { uint64_t r = uint64_t(1); while (b > uint64_t(0)) { if ((b & uint64_t(1)) != uint64_t(0)) r *= a; a *= a; b >>= 1; } return r; }
+)";
+}
+
 const char* prelude_cuda_compat() {
   return R"(typedef long long int64_t;
+typedef unsigned long long uint64_t;
 typedef unsigned int uint;
+typedef short int16_t;
 typedef unsigned short uint16_t;
+typedef signed char int8_t;
 typedef unsigned char uint8_t;
 __device__ inline float uintBitsToFloat(uint u) { return __uint_as_float(u); }
 __device__ inline uint floatBitsToUint(float f) { return __float_as_uint(f); }

@@ -7,6 +7,7 @@ const char* prelude_common();       // float/int/uint helpers
 const char* prelude_f64();          // double overloads (GLSL needs shaderFloat64 for them)
 const char* prelude_bf16();         // bf16 rounding store
 const char* prelude_i64();          // int64 overloads
+const char* prelude_u64();          // uint64 overloads
 const char* prelude_cuda_compat();  // GLSL builtins and type names for CUDA C
 const char* prelude_cpp_compat();   // GLSL builtins and type names for C++ (after <cmath>, <cstring>)
 

@@ -15,9 +15,10 @@ std::string compute_type(DType t, Dialect d) {
   switch (t) {
     case DType::F32: case DType::F16: case DType::BF16: return "float";
     case DType::F64: return "double";
-    case DType::I32: return "int";
+    case DType::I8: case DType::I16: case DType::I32: return "int";
     case DType::I64: return "int64_t";  // the CUDA prelude typedefs the GLSL names
-    case DType::U8: return "uint";
+    case DType::U8: case DType::U16: case DType::U32: return "uint";
+    case DType::U64: return "uint64_t";
     case DType::Bool: return "bool";
   }
   return "float";
@@ -29,11 +30,20 @@ std::string storage_type(DType t, Dialect d) {
     case DType::F16: return glsl(d) ? "float16_t" : cpp(d) ? "_Float16" : "__half";
     case DType::BF16: return "uint16_t";
     case DType::F64: return "double";
+    case DType::I8: return "int8_t";
+    case DType::I16: return "int16_t";
     case DType::I32: return "int";
     case DType::I64: return "int64_t";
+    case DType::U16: return "uint16_t";
+    case DType::U32: return "uint";
+    case DType::U64: return "uint64_t";
     case DType::U8: case DType::Bool: return "uint8_t";
   }
   return "float";
+}
+
+bool is_narrow_integer(DType t) {
+  return t == DType::I8 || t == DType::I16 || t == DType::U8 || t == DType::U16;
 }
 
 std::string load_text(DType t, const std::string& elem, Dialect d) {
@@ -41,7 +51,8 @@ std::string load_text(DType t, const std::string& elem, Dialect d) {
     case DType::F16: return glsl(d) || cpp(d) ? "float(" + elem + ")" : "__half2float(" + elem + ")";
     case DType::BF16:
       return "uintBitsToFloat(uint(" + elem + ") << 16)";
-    case DType::U8: return compute_type(t, d) + "(" + elem + ")";
+    case DType::U8: case DType::U16: case DType::I8: case DType::I16:
+      return compute_type(t, d) + "(" + elem + ")";
     case DType::Bool: return "(" + elem + " != " + storage_type(t, d) + "(0))";
     default: return elem;
   }
@@ -52,7 +63,8 @@ std::string store_text(DType t, const std::string& v, Dialect d) {
     case DType::F16:
       return glsl(d) ? "float16_t(" + v + ")" : cpp(d) ? "_Float16(" + v + ")" : "__float2half_rn(" + v + ")";
     case DType::BF16: return "kiln_to_bf16(" + v + ")";
-    case DType::U8: return storage_type(t, d) + "(" + v + ")";
+    case DType::U8: case DType::U16: case DType::I8: case DType::I16:
+      return storage_type(t, d) + "(" + v + ")";
     case DType::Bool: return storage_type(t, d) + "(" + v + " ? 1 : 0)";
     default: return v;
   }
@@ -74,16 +86,47 @@ std::string literal(double v, DType t, Dialect d) {
   if (is_floating(t)) return float_literal(v, t, d);
   if (t == DType::Bool) return v != 0 ? "true" : "false";
   char buf[64];
-  std::snprintf(buf, sizeof buf, "%lld", static_cast<long long>(v));
+  if (t == DType::U64)  // negative values wrap as in C; 2^64 and past it pin to the largest
+    std::snprintf(buf, sizeof buf, "%llu",
+                  v < 0 ? static_cast<unsigned long long>(static_cast<long long>(v))
+                  : v >= 18446744073709551615.0 ? ~0ull : static_cast<unsigned long long>(v));
+  else std::snprintf(buf, sizeof buf, "%lld", static_cast<long long>(v));
   std::string digits = buf;
   // 64-bit literals need their suffix, or values past 32 bits are rejected.
   if (t == DType::I64) digits += glsl(d) ? "l" : "ll";
-  if (t == DType::U8) digits += "u";
+  if (t == DType::U64) digits += glsl(d) ? "ul" : "ull";
+  if (compute_type(t, d) == "uint") digits += "u";
   return compute_type(t, d) + "(" + digits + ")";
 }
 
-std::string op_expression(OpKind op, const AttrMap& attrs, DType type, const std::vector<DType>& arg_types,
-                        std::vector<std::string> a, Dialect d, bool index_math) {
+namespace {
+
+// A float converted to the integer type `type`, pinned as the reference pins it: NaN -> 0, values
+// past the type's range -> its limits.
+std::string saturating_float_to_integer(const std::string& x, DType type, Dialect d) {
+  double lo = 0, hi = 0;
+  switch (type) {
+    case DType::I8: lo = -128, hi = 127; break;
+    case DType::I16: lo = -32768, hi = 32767; break;
+    case DType::I32: lo = -2147483648.0, hi = 2147483647.0; break;
+    case DType::U8: hi = 255; break;
+    case DType::U16: hi = 65535; break;
+    case DType::U32: hi = 4294967295.0; break;
+    case DType::U64: hi = 18446744073709551615.0; break;
+    default: return compute_type(type, d) + "(" + x + ")";
+  }
+  std::string lo_text = type == DType::I32 ? "(-2147483647 - 1)" : literal(lo, type, d);
+  std::string hi_text = type == DType::U64 ? "uint64_t(" + std::string(glsl(d) ? "18446744073709551615ul" : "18446744073709551615ull") + ")"
+                                           : literal(hi, type, d);
+  char bounds[2][64];
+  std::snprintf(bounds[0], sizeof bounds[0], "%.1f", lo);
+  std::snprintf(bounds[1], sizeof bounds[1], "%.1f", hi);
+  return "(isnan(" + x + ") ? " + literal(0, type, d) + " : " + x + " >= " + bounds[1] + " ? " + hi_text +
+         " : " + x + " <= " + bounds[0] + " ? " + lo_text + " : " + compute_type(type, d) + "(" + x + "))";
+}
+
+std::string unwrapped_op_expression(OpKind op, const AttrMap& attrs, DType type, const std::vector<DType>& arg_types,
+                                    std::vector<std::string> a, Dialect d, bool index_math) {
   std::string t = compute_type(type, d);
   auto arg_t = [&](size_t i) { return compute_type(arg_types.at(i), d); };
   auto one = [&] { return literal(1, type, d); };
@@ -96,9 +139,9 @@ std::string op_expression(OpKind op, const AttrMap& attrs, DType type, const std
       default: break;
     }
   }
-  if (type == DType::U8) {  // no abs/sign for unsigned in GLSL
+  if (is_unsigned(type)) {  // no abs/sign for unsigned in GLSL
     if (op == OpKind::Abs) return a[0];
-    if (op == OpKind::Sign) return "(" + a[0] + " > 0u ? 1u : 0u)";
+    if (op == OpKind::Sign) return "(" + a[0] + " > " + literal(0, type, d) + " ? " + one() + " : " + literal(0, type, d) + ")";
   }
   // Comparisons of bools compare them as 0/1.
   bool bool_args = !arg_types.empty() && arg_types[0] == DType::Bool;
@@ -148,11 +191,8 @@ std::string op_expression(OpKind op, const AttrMap& attrs, DType type, const std
     case OpKind::Cast:
       if (type == DType::Bool) return "(" + a[0] + " != " + arg_t(0) + "(0))";
       if (arg_types[0] == DType::Bool) return "(" + a[0] + " ? " + one() + " : " + literal(0, type, d) + ")";
-      if (is_floating(arg_types[0]) && type == DType::U8)  // saturate like the reference
-        return "(isnan(" + a[0] + ") ? 0u : uint(clamp(" + a[0] + ", 0.0, 255.0)))";
-      if (is_floating(arg_types[0]) && type == DType::I32)
-        return "(isnan(" + a[0] + ") ? 0 : " + a[0] + " >= 2147483647.0 ? 2147483647 : " + a[0] +
-               " <= -2147483648.0 ? (-2147483647 - 1) : int(" + a[0] + "))";
+      if (is_floating(arg_types[0]) && is_integral(type) && type != DType::I64)
+        return saturating_float_to_integer(a[0], type, d);  // as the reference converts
       return t + "(" + a[0] + ")";
     case OpKind::Clip: {
       double lo = attrs.get_float("min"), hi = attrs.get_float("max");
@@ -185,6 +225,17 @@ std::string op_expression(OpKind op, const AttrMap& attrs, DType type, const std
     default:
       throw Error("emit: op '" + std::string(op_name(op)) + "' has no expression form");
   }
+}
+
+}  // namespace
+
+std::string op_expression(OpKind op, const AttrMap& attrs, DType type, const std::vector<DType>& arg_types,
+                          std::vector<std::string> args, Dialect d, bool index_math) {
+  std::string text = unwrapped_op_expression(op, attrs, type, arg_types, std::move(args), d, index_math);
+  // Values of 8- and 16-bit integers compute in 32 bits; each op's result wraps to its type, as
+  // the reference stores it, so a fused chain overflows exactly where the reference does.
+  if (is_narrow_integer(type)) return compute_type(type, d) + "(" + storage_type(type, d) + "(" + text + "))";
+  return text;
 }
 
 }  // namespace kiln::kernel

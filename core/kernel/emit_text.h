@@ -15,8 +15,11 @@ namespace kiln::kernel {
 
 bool glsl(Dialect d);
 bool cpp(Dialect d);
-// The type values of `t` are computed in (float for 16-bit floats, uint for u8).
+// The type values of `t` are computed in (float for 16-bit floats, int for i8/i16, uint for
+// u8/u16/u32).
 std::string compute_type(DType t, Dialect d);
+// i8, i16, u8, u16: stored narrower than they compute.
+bool is_narrow_integer(DType t);
 // The type elements of `t` are stored as in a buffer.
 std::string storage_type(DType t, Dialect d);
 // An element read as its compute type, and a value converted for storing.

@@ -18,15 +18,16 @@ namespace kiln::kernel {
 namespace {
 
 // The printer's compute types (emit.cpp compute_type).
-enum class Ck : uint8_t { F32, F64, I32, I64, U32, Bool };
+enum class Ck : uint8_t { F32, F64, I32, I64, U32, U64, Bool };
 
 Ck compute_of(DType t) {
   switch (t) {
     case DType::F32: case DType::F16: case DType::BF16: return Ck::F32;
     case DType::F64: return Ck::F64;
-    case DType::I32: return Ck::I32;
+    case DType::I8: case DType::I16: case DType::I32: return Ck::I32;
     case DType::I64: return Ck::I64;
-    case DType::U8: return Ck::U32;
+    case DType::U8: case DType::U16: case DType::U32: return Ck::U32;
+    case DType::U64: return Ck::U64;
     case DType::Bool: return Ck::Bool;
   }
   return Ck::F32;
@@ -40,6 +41,7 @@ struct Val {
     int32_t i;
     int64_t l;
     uint32_t u;
+    uint64_t ul;
     bool b;
   };
   Val() : l(0) {}
@@ -51,6 +53,7 @@ template <class T> Ck ck_of() {
   else if constexpr (std::is_same_v<T, int32_t>) return Ck::I32;
   else if constexpr (std::is_same_v<T, int64_t>) return Ck::I64;
   else if constexpr (std::is_same_v<T, uint32_t>) return Ck::U32;
+  else if constexpr (std::is_same_v<T, uint64_t>) return Ck::U64;
   else return Ck::Bool;
 }
 
@@ -62,6 +65,7 @@ template <class T> Val make(T x) {
   else if constexpr (std::is_same_v<T, int32_t>) v.i = x;
   else if constexpr (std::is_same_v<T, int64_t>) v.l = x;
   else if constexpr (std::is_same_v<T, uint32_t>) v.u = x;
+  else if constexpr (std::is_same_v<T, uint64_t>) v.ul = x;
   else v.b = x;
   return v;
 }
@@ -90,6 +94,7 @@ template <class T> T get(const Val& v) {
     case Ck::I32: return convert_scalar<T>(v.i);
     case Ck::I64: return convert_scalar<T>(v.l);
     case Ck::U32: return convert_scalar<T>(v.u);
+    case Ck::U64: return convert_scalar<T>(v.ul);
     case Ck::Bool: return convert_scalar<T>(v.b);
   }
   return T();
@@ -102,9 +107,21 @@ Val convert(const Val& v, Ck to) {
     case Ck::I32: return make(get<int32_t>(v));
     case Ck::I64: return make(get<int64_t>(v));
     case Ck::U32: return make(get<uint32_t>(v));
+    case Ck::U64: return make(get<uint64_t>(v));
     case Ck::Bool: return make(get<bool>(v));
   }
   return v;
+}
+
+// An op's result in an 8- or 16-bit integer type wraps to that type (op_expression).
+Val wrap_narrow(const Val& v, DType t) {
+  switch (t) {
+    case DType::I8: return make(int32_t(int8_t(get<int32_t>(v))));
+    case DType::I16: return make(int32_t(int16_t(get<int32_t>(v))));
+    case DType::U8: return make(uint32_t(uint8_t(get<uint32_t>(v))));
+    case DType::U16: return make(uint32_t(uint16_t(get<uint32_t>(v))));
+    default: return v;
+  }
 }
 
 // literal(): the printer writes float(value), double(value), an integer truncated through
@@ -116,6 +133,9 @@ Val literal(double value, DType t) {
     case Ck::I32: return make(int32_t(static_cast<long long>(value)));
     case Ck::I64: return make(int64_t(static_cast<long long>(value)));
     case Ck::U32: return make(uint32_t(static_cast<long long>(value)));
+    case Ck::U64:
+      return make(value < 0 ? uint64_t(static_cast<long long>(value))
+                  : value >= 18446744073709551615.0 ? ~uint64_t(0) : uint64_t(value));
     case Ck::Bool: return make(value != 0);
   }
   return make(float(value));
@@ -308,8 +328,9 @@ Ck common(Ck a, Ck b) {
       case Ck::I32: return 1;
       case Ck::U32: return 2;
       case Ck::I64: return 3;
-      case Ck::F32: return 4;
-      case Ck::F64: return 5;
+      case Ck::U64: return 4;
+      case Ck::F32: return 5;
+      case Ck::F64: return 6;
     }
     return 0;
   };
@@ -319,16 +340,17 @@ Ck common(Ck a, Ck b) {
 Val apply_op(const Expr& e, const Val* a, size_t n, const Kernel& k) {
   const Ck out = compute_of(e.type);
   if (e.op == OpKind::Cast) {
-    // The printer saturates float -> u8 to [0, 255] and float -> i32 to [INT32_MIN, INT32_MAX].
-    if ((a[0].k == Ck::F32 || a[0].k == Ck::F64) && (e.type == DType::U8 || e.type == DType::I32)) {
+    // The printer saturates float -> integer (but i64) to the type's range, NaN to 0.
+    if ((a[0].k == Ck::F32 || a[0].k == Ck::F64) && is_integral(e.type) && e.type != DType::I64) {
       double x = get<double>(a[0]);
-      if (std::isnan(x)) return convert(make(int32_t(0)), out);
-      if (e.type == DType::U8) return make(uint32_t(std::clamp(x, 0.0, 255.0)));
-      if (x >= 2147483647.0) return make(std::numeric_limits<int32_t>::max());
-      if (x <= -2147483648.0) return make(std::numeric_limits<int32_t>::min());
-      return make(int32_t(x));
+      return visit_dtype(e.type, [&]<class T>() -> Val {
+        if constexpr (std::is_same_v<T, uint64_t>) return make(convert_scalar<T>(x));
+        else if constexpr (std::is_integral_v<T> && std::is_unsigned_v<T>) return make(uint32_t(convert_scalar<T>(x)));
+        else if constexpr (std::is_integral_v<T>) return make(int32_t(convert_scalar<T>(x)));
+        return Val();
+      });
     }
-    return convert(a[0], out);
+    return wrap_narrow(convert(a[0], out), e.type);
   }
   if (e.op == OpKind::Where) return convert(get<bool>(a[0]) ? a[1] : a[2], out);
   if (is_comparison(e.op)) {
@@ -339,6 +361,7 @@ Val apply_op(const Expr& e, const Val* a, size_t n, const Kernel& k) {
       case Ck::F64: return make(compare(e.op, get<double>(a[0]), get<double>(a[1])));
       case Ck::I64: return make(compare(e.op, get<int64_t>(a[0]), get<int64_t>(a[1])));
       case Ck::U32: return make(compare(e.op, get<uint32_t>(a[0]), get<uint32_t>(a[1])));
+      case Ck::U64: return make(compare(e.op, get<uint64_t>(a[0]), get<uint64_t>(a[1])));
       default: return make(compare(e.op, get<int32_t>(a[0]), get<int32_t>(a[1])));
     }
   }
@@ -352,9 +375,10 @@ Val apply_op(const Expr& e, const Val* a, size_t n, const Kernel& k) {
   switch (out) {
     case Ck::F32: return make(float_math<float>(e, a, n, k));
     case Ck::F64: return make(float_math<double>(e, a, n, k));
-    case Ck::I32: return make(int_math<int32_t>(e, a, n, k));
+    case Ck::I32: return wrap_narrow(make(int_math<int32_t>(e, a, n, k)), e.type);
     case Ck::I64: return make(int_math<int64_t>(e, a, n, k));
-    case Ck::U32: return make(int_math<uint32_t>(e, a, n, k));
+    case Ck::U32: return wrap_narrow(make(int_math<uint32_t>(e, a, n, k)), e.type);
+    case Ck::U64: return make(int_math<uint64_t>(e, a, n, k));
     case Ck::Bool: break;
   }
   // Bool arithmetic is logic, as in the reference.
@@ -384,6 +408,11 @@ Val read_element(const HostTensor& t, int64_t i) {
     case DType::I64: { int64_t v; std::memcpy(&v, p + i * 8, 8); return make(v); }
     case DType::U8: return make(uint32_t(p[i]));
     case DType::Bool: return make(p[i] != 0);
+    case DType::I8: return make(int32_t(int8_t(p[i])));
+    case DType::I16: { int16_t v; std::memcpy(&v, p + i * 2, 2); return make(int32_t(v)); }
+    case DType::U16: { uint16_t v; std::memcpy(&v, p + i * 2, 2); return make(uint32_t(v)); }
+    case DType::U32: { uint32_t v; std::memcpy(&v, p + i * 4, 4); return make(v); }
+    case DType::U64: { uint64_t v; std::memcpy(&v, p + i * 8, 8); return make(v); }
   }
   return Val();
 }
@@ -400,6 +429,11 @@ void write_element(const HostTensor& t, int64_t i, const Val& value) {
     case DType::I64: { int64_t v = get<int64_t>(value); std::memcpy(p + i * 8, &v, 8); return; }
     case DType::U8: p[i] = uint8_t(get<uint32_t>(value)); return;
     case DType::Bool: p[i] = get<bool>(value) ? 1 : 0; return;
+    case DType::I8: p[i] = uint8_t(int8_t(get<int32_t>(value))); return;
+    case DType::I16: { int16_t v = int16_t(get<int32_t>(value)); std::memcpy(p + i * 2, &v, 2); return; }
+    case DType::U16: { uint16_t v = uint16_t(get<uint32_t>(value)); std::memcpy(p + i * 2, &v, 2); return; }
+    case DType::U32: { uint32_t v = get<uint32_t>(value); std::memcpy(p + i * 4, &v, 4); return; }
+    case DType::U64: { uint64_t v = get<uint64_t>(value); std::memcpy(p + i * 8, &v, 8); return; }
   }
 }
 

@@ -92,6 +92,11 @@ std::string typed_bytes(const kiln_onnx::TensorProto& p) {
     case T::INT64: return pack<decltype(p.int64_data()), int64_t>(p.int64_data());
     case T::INT32: return pack<decltype(p.int32_data()), int32_t>(p.int32_data());
     case T::UINT8: case T::BOOL: return pack<decltype(p.int32_data()), uint8_t>(p.int32_data());
+    case T::INT8: return pack<decltype(p.int32_data()), int8_t>(p.int32_data());
+    case T::INT16: return pack<decltype(p.int32_data()), int16_t>(p.int32_data());
+    case T::UINT16: return pack<decltype(p.int32_data()), uint16_t>(p.int32_data());
+    case T::UINT32: return pack<decltype(p.uint64_data()), uint32_t>(p.uint64_data());
+    case T::UINT64: return pack<decltype(p.uint64_data()), uint64_t>(p.uint64_data());
     // 16-bit floats are stored as their bit patterns in int32_data.
     case T::FLOAT16: case T::BFLOAT16:
       return pack<decltype(p.int32_data()), uint16_t>(p.int32_data());
@@ -112,6 +117,11 @@ bool dtype_from_onnx(int t, DType* out) {
     case T::FLOAT16: *out = DType::F16; return true;
     case T::DOUBLE: *out = DType::F64; return true;
     case T::BFLOAT16: *out = DType::BF16; return true;
+    case T::INT8: *out = DType::I8; return true;
+    case T::INT16: *out = DType::I16; return true;
+    case T::UINT16: *out = DType::U16; return true;
+    case T::UINT32: *out = DType::U32; return true;
+    case T::UINT64: *out = DType::U64; return true;
     default: return false;
   }
 }
@@ -138,7 +148,7 @@ Literal literal_from_proto(const kiln_onnx::TensorProto& p, const std::string& m
   Literal lit;
   if (!dtype_from_onnx(p.data_type(), &lit.dtype))
     throw UnsupportedError(what + ": element type " + onnx_type_name(p.data_type()) +
-                " is not supported (kiln has f32 f16 bf16 f64 i32 i64 u8 bool)");
+                " is not supported (kiln has f32 f16 bf16 f64 i8 i16 i32 i64 u8 u16 u32 u64 bool)");
   int64_t n = 1;
   for (int64_t d : p.dims()) {
     if (d < 0 || (d > 0 && n > (int64_t(1) << 40) / d)) {

@@ -86,6 +86,23 @@ std::vector<OpCase> op_cases() {
   binary("le", le);
   binary("gt", gt);
   binary("add", add, DType::F64);
+  // ONNX's narrow and unsigned integers compute in 32 (u64: 64) bits and wrap to their width after
+  // every op, so a fused chain overflows where the reference, which stores each op, does.
+  for (DType dt : {DType::I8, DType::I16, DType::U16, DType::U32, DType::U64}) {
+    binary("add", add, dt);
+    binary("mul", mul, dt);
+    binary("maximum", maximum, dt);
+    binary("lt", lt, dt);
+    binary("remainder", remainder, dt, true);
+    const std::string name(dtype_name(dt));
+    c.push_back({"wrapping_chain_" + name,
+                 [dt] { return std::vector<Tensor>{cast(rnd({40}, 7) * 90.0, dt), cast(rnd({40}, 8) * 90.0, dt)}; },
+                 [](auto& x) { return sub(mul(x[0], x[1]) + x[0], x[1]); }});
+    c.push_back({"cast_f32_to_" + name, [] { return std::vector<Tensor>{rnd({33}, 4) * 300.0}; },
+                 [dt](auto& x) { return cast(x[0], dt); }});
+    c.push_back({"cast_" + name + "_to_f32", [dt] { return std::vector<Tensor>{cast(rnd({33}, 4) * 300.0, dt)}; },
+                 [](auto& x) { return cast(x[0], DType::F32); }});
+  }
   c.push_back({"logical_and_or_xor", [] { return std::vector<Tensor>{gt(rnd({4, 6}, 7), 0.0), gt(rnd({6}, 8), 0.0)}; },
                [](auto& x) { return logical_xor(logical_and(x[0], x[1]), logical_or(x[0], x[1])); }});
   c.push_back({"where", [] { return std::vector<Tensor>{gt(rnd({4, 1}, 9), 0.0), rnd({4, 6}, 10), rnd({6}, 11)}; },

@@ -156,6 +156,20 @@ std::vector<Case> build_table() {
     t.push_back({"where_" + dt(d), O::Where, {}, {{DType::Bool, {3, 1}}, {d, {1, 4}}, {d, {3, 4}}}});
   t.push_back({"where_rank0", O::Where, {}, {{DType::Bool, {}}, {DType::F32, {}}, {DType::F32, {}}}});
   t.push_back({"where_mixed_i32_f32", O::Where, {}, {{DType::Bool, {4}}, {DType::I32, {2, 4}}, {DType::F32, {1}}}});
+  // ONNX's narrow and unsigned integers: each op's result wraps to the type's width; floats
+  // convert saturating, as the reference converts.
+  for (DType d : {DType::I8, DType::I16, DType::U16, DType::U32, DType::U64}) {
+    for (O k : {O::Neg, O::Abs, O::Relu, O::Sign}) add_unary(t, k, {d});
+    add_unary(t, O::Clip, {d}, Gen::Normal, {{"min", 2.0}, {"max", 9.0}});
+    for (O k : {O::Add, O::Sub, O::Mul, O::Maximum, O::Minimum, O::Lt, O::Eq}) add_binary(t, k, {d});
+    add_binary(t, O::Div, {d}, Gen::Normal, Gen::Positive);
+    add_binary(t, O::Mod, {d}, Gen::Normal, Gen::Positive, {{"fmod", false}});
+    add_binary(t, O::Pow, {d}, Gen::Normal, Gen::Exponent, {}, "_intexp");
+    add_binary(t, O::Mul, {d}, Gen::Wide, Gen::Wide, {}, "_wrap");
+    t.push_back({"cast_wide_f32_to_" + dt(d), O::Cast, {{"dtype", d}}, {{DType::F32, {4, 5}, Gen::Wide}}});
+    for (DType to : {DType::F32, DType::I64, DType::U8})
+      t.push_back({"cast_" + dt(d) + "_to_" + dt(to), O::Cast, {{"dtype", to}}, {{d, {4, 5}, Gen::Wide}}});
+  }
   // Reductions. Sum tolerances grow with the 50-element rows: atol 1e-5 covers reordering.
   for (O k : {O::Sum, O::ReduceMax, O::ReduceMin}) add_reduce(t, k, kAll, Gen::Normal);
   add_reduce(t, O::Prod, kAll, Gen::NearOne);
@@ -328,11 +342,11 @@ std::vector<uint8_t> make_data(const Input& in, std::mt19937& rng) {
     double& x = v[size_t(i)];
     switch (in.gen) {
       case Gen::Normal: case Gen::WithNaN: case Gen::WithNegInf:
-        x = fl ? normal(rng) : in.dtype == DType::U8 ? ints(0, 16) : in.dtype == DType::Bool ? ints(0, 1) : ints(-8, 8);
+        x = fl ? normal(rng) : is_unsigned(in.dtype) ? ints(0, 16) : in.dtype == DType::Bool ? ints(0, 1) : ints(-8, 8);
         break;
       case Gen::Positive: x = fl ? uni(0.1, 4) : ints(1, 8); break;
       case Gen::NonNeg: x = fl ? uni(0, 50) : in.dtype == DType::Bool ? ints(0, 1) : ints(0, 50); break;
-      case Gen::NearOne: x = fl ? uni(0.5, 1.5) : in.dtype == DType::U8 || in.dtype == DType::Bool ? ints(0, 2) : ints(-2, 2); break;
+      case Gen::NearOne: x = fl ? uni(0.5, 1.5) : is_unsigned(in.dtype) || in.dtype == DType::Bool ? ints(0, 2) : ints(-2, 2); break;
       case Gen::Exponent: x = fl ? ints(-3, 3) : ints(0, 4); break;
       case Gen::Index: x = ints(-in.bound, in.bound - 1); break;
       case Gen::Variance: x = uni(0.5, 2); break;

@@ -112,7 +112,7 @@ CudaEmulatedBackend::~CudaEmulatedBackend() { runner_.sync(); }
 DeviceCaps CudaEmulatedBackend::caps() const {
   DeviceCaps c;  // a small CUDA GPU: what the device code may assume
   c.f16 = emulator_.has_half();
-  c.f64 = c.int64 = c.subgroups = true;
+  c.f64 = c.int64 = c.int16 = c.subgroups = true;
   c.subgroup_size = 32;
   c.shared_memory_bytes = 48 * 1024;
   c.memory_bytes = size_t(4) << 30;

@@ -35,10 +35,12 @@ const char* kHelp =
     "Prints one line per case and device: `PASS name`, `FAIL name: reason` (with the max abs\n"
     "error) or `UNSUPPORTED name: reason`, then `N passed, N failed, N skipped` (skipped =\n"
     "unsupported). Exit code 1 when any case failed; unsupported cases do not fail the run.\n"
-    "Floats compare with |got - want| <= atol + rtol * |want| (defaults 1e-4 and 1e-3); integers\n"
-    "and bools exactly. Inputs that decide shapes (Reshape's shape, ...) are fixed to the test's\n"
-    "values at import. A model with symbolic dims (dynamic axes) is imported and compiled once,\n"
-    "and later data sets reuse it where their sizes fit (the line says `3 data sets, 1 compile`).\n"
+    "Floats compare with |got - want| <= atol + rtol * |want| (defaults 1e-4 and 1e-3; bf16 takes\n"
+    "rtol 2^-7 at least, one bf16 rounding step); integers and bools exactly. A u16 test tensor\n"
+    "where the model has bf16 is read as bf16 bit patterns. Inputs that decide shapes\n"
+    "(Reshape's shape, ...) are fixed to the test's values at import. A model with symbolic dims\n"
+    "(dynamic axes) is imported and compiled once, and later data sets reuse it where their sizes\n"
+    "fit (the line says `3 data sets, 1 compile`).\n"
     "  --backend   device(s) to run on (default cpu); `all` = cpu and every other device\n"
     "  --compile   run each case compiled (standard pass pipeline, fused kernels, memory plan)\n"
     "              instead of with the node-by-node interpreter\n"
@@ -113,6 +115,9 @@ std::string compare(const Literal& got, const Literal& want, const Tolerance& to
                ", expected " + std::to_string(want.element(i)) + " (exact)";
     return "";
   }
+  // A bf16 value has 8 significant bits: one rounding step (round-to-nearest-even here, truncation
+  // in some exporters' data) is up to 2^-7 of the value.
+  const double rtol = want.dtype == DType::BF16 ? std::max(tol.rtol, 1.0 / 128) : tol.rtol;
   int64_t bad = -1;
   for (int64_t i = 0; i < n; ++i) {
     const double g = got.element(i), w = want.element(i);
@@ -120,12 +125,12 @@ std::string compare(const Literal& got, const Literal& want, const Tolerance& to
     if (std::isinf(w) && g == w) continue;
     const double err = std::isnan(g) || std::isnan(w) ? INFINITY : std::fabs(g - w);
     *max_err = std::max(*max_err, err);
-    if (!(err <= tol.atol + tol.rtol * std::fabs(w)) && bad < 0) bad = i;
+    if (!(err <= tol.atol + rtol * std::fabs(w)) && bad < 0) bad = i;
   }
   if (bad < 0) return "";
   char buf[200];
   std::snprintf(buf, sizeof buf, "max abs error %.3g (rtol %g, atol %g; element %lld is %.7g, expected %.7g)",
-                *max_err, tol.rtol, tol.atol, (long long)bad, got.element(bad), want.element(bad));
+                *max_err, rtol, tol.atol, (long long)bad, got.element(bad), want.element(bad));
   return buf;
 }
 
@@ -181,6 +186,13 @@ bool serves(const onnx::ImportedModel& model, size_t graph_inputs,
     return false;
   }
   return true;
+}
+
+// ONNX's test data stores bf16 tensors as the uint16 bit patterns (NumPy has no bf16): a u16
+// value where the model has a bf16 input or output is read as bf16.
+Literal as_declared(Literal value, DType declared) {
+  if (declared == DType::BF16 && value.dtype == DType::U16) value.dtype = DType::BF16;
+  return value;
 }
 
 double elapsed_ms(std::chrono::steady_clock::time_point start) {
@@ -264,7 +276,7 @@ Outcome run_case(const fs::path& dir, const RunConfig& cfg, const Tolerance& tol
       for (const onnx::ModelIO& io : model.inputs) {
         auto it = values.find(io.name);
         if (it == values.end()) throw Error("no test data for input '" + io.name + "'");
-        inputs.push_back(onnx::literal_to_tensor(it->second, device));
+        inputs.push_back(onnx::literal_to_tensor(as_declared(it->second, io.type.dtype), device));
       }
       auto run = [&] { return compiled ? compiled->run(inputs) : eager->run(inputs); };
       std::vector<Tensor> outputs = run();
@@ -273,8 +285,9 @@ Outcome run_case(const fs::path& dir, const RunConfig& cfg, const Tolerance& tol
                     std::to_string(out_files.size()));
       for (size_t i = 0; i < outputs.size(); ++i) {
         double max_err = 0;
-        const Literal want = onnx::read_tensor_file(out_files[i].string());
-        std::string why = compare(onnx::tensor_to_literal(outputs[i]), want, tol, &max_err);
+        const Literal got = onnx::tensor_to_literal(outputs[i]);
+        const Literal want = as_declared(onnx::read_tensor_file(out_files[i].string()), got.dtype);
+        std::string why = compare(got, want, tol, &max_err);
         if (!why.empty()) {
           *reason = "output " + std::to_string(i) + " ('" + model.outputs[i].name + "'): " + why;
           if (sets.size() > 1) *reason += " in " + set.filename().string();
