@@ -119,6 +119,10 @@ class NodeContext {
 using OpMapping = std::function<void(NodeContext&)>;
 using OpTable = std::map<std::string, OpMapping>;
 
+// Conv's stride, dilation, padding (auto_pad resolved) and groups from a node's attributes, for
+// input `x_input` and weights `w_input` (Conv, ConvInteger, QLinearConv).
+AttrMap conv_attributes(NodeContext& n, size_t x_input, size_t w_input);
+
 // Each op group registers its mappings (ops_*.cpp).
 void register_elementwise_ops(OpTable& table);
 void register_nn_ops(OpTable& table);
@@ -129,6 +133,7 @@ void register_resize_ops(OpTable& table);  // Resize, Upsample, Einsum, TopK
 void register_scatter_ops(OpTable& table);  // Scatter*, GatherND, Compress
 void register_rnn_ops(OpTable& table);      // RNN, GRU, LSTM (unrolled)
 void register_control_ops(OpTable& table);  // If
+void register_quantize_ops(OpTable& table);  // QuantizeLinear, QLinear*, *Integer (in f32)
 
 // The value table of one import.
 class ImportContext {

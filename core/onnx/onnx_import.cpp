@@ -24,6 +24,7 @@ const OpTable& op_table() {
     register_scatter_ops(t);
     register_rnn_ops(t);
     register_control_ops(t);
+    register_quantize_ops(t);
     return t;
   }();
   return table;

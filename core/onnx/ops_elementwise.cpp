@@ -48,6 +48,24 @@ void variadic(OpTable& t, const std::string& name, OpKind kind, bool mean) {
   };
 }
 
+// BitShift on unsigned integers: x * 2^y (wrapping to x's width) or x / 2^y; a shift by the
+// type's width or more gives 0, as NumPy's shifts do.
+void map_bit_shift(N& n) {
+  Value* x = n.input(0);
+  const DType dt = x->type.dtype;
+  if (!is_unsigned(dt)) n.unsupported("element type " + std::string(dtype_name(dt)) + " (BitShift takes unsigned integers)");
+  const std::string direction = n.attr_string("direction", "");
+  if (direction != "LEFT" && direction != "RIGHT") n.fail("direction must be LEFT or RIGHT, got '" + direction + "'");
+  Value* y = n.input(1);
+  Value* width = n.scalar(double(8 * dtype_size(dt)), dt);
+  // 2^y for y below the width (2^width wraps to 0, and a right shift would divide by it).
+  Value* in_range = n.emit(OpKind::Minimum, {y, n.scalar(double(8 * dtype_size(dt) - 1), dt)});
+  Value* power = n.emit(OpKind::Pow, {n.scalar(2, dt), in_range});
+  Value* shifted = n.emit(direction == "LEFT" ? OpKind::Mul : OpKind::Div, {x, power});
+  Value* too_far = n.emit(OpKind::Ge, {y, width});
+  n.set_output(0, n.emit(OpKind::Where, {too_far, n.scalar(0, dt), shifted}));
+}
+
 Value* softplus(N& n, Value* x) {
   Value* e = n.emit(OpKind::Exp, {x});
   return n.emit(OpKind::Log, {n.emit(OpKind::Add, {e, scalar_like(n, 1, x)})});
@@ -266,6 +284,7 @@ void register_elementwise_ops(OpTable& t) {
     n.set_output(0, n.emit(OpKind::Mod, {n.input(0), n.input(1)},
                            {{"fmod", bool(n.attr_int("fmod", 0))}}));
   };
+  t["BitShift"] = map_bit_shift;
   variadic(t, "Max", OpKind::Maximum, false);
   variadic(t, "Min", OpKind::Minimum, false);
   variadic(t, "Sum", OpKind::Add, false);

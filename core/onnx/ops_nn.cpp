@@ -1,7 +1,6 @@
 // ONNX neural-network ops -> kiln linalg/conv/norm ops: Gemm, MatMul, Conv, ConvTranspose,
 // pooling (auto_pad resolved here), BatchNormalization, LayerNormalization, InstanceNormalization,
-// Softmax/LogSoftmax (flattening semantics before opset 13), Flatten, LRN, and ConvInteger/
-// MatMulInteger/DequantizeLinear computed in f32 after subtracting zero points.
+// Softmax/LogSoftmax (flattening semantics before opset 13), Flatten and LRN.
 #include <cmath>
 #include <numeric>
 
@@ -72,66 +71,9 @@ Ints kernel_of(N& n, const TensorType& w, size_t spatial) {
 
 void map_conv(N& n) {
   require_float(n);
-  const TensorType& x = n.input_type(0);
-  const size_t s = spatial_dims(n, x);
-  const Ints kernel = kernel_of(n, n.input_type(1), s);
-  const Ints stride = spatial_attr(n, "strides", s, 1, 1);
-  const Ints dilation = spatial_attr(n, "dilations", s, 1, 1);
-  AttrMap a{{"stride", stride},
-            {"dilation", dilation},
-            {"padding", resolve_pads(n, x, kernel, stride, dilation)},
-            {"groups", n.attr_int("group", 1)}};
   std::vector<Value*> in = {n.input(0), n.input(1)};
   if (n.has_input(2)) in.push_back(n.input(2));
-  n.set_output(0, n.emit(OpKind::Conv, in, a));
-}
-
-// A 1-D operand of several elements reshaped to run along `axis` of `like` (axis -1: as is).
-Value* per_channel(N& n, Value* c, Value* like, int64_t axis) {
-  if (axis < 0 || c->type.rank() != 1 || !c->type.shape[0].is_static() || c->type.shape[0].value() == 1)
-    return c;
-  const int64_t rank = int64_t(like->type.rank());
-  axis = normalize_axis_or(n, axis, rank);
-  Shape shape(size_t(rank), SymInt(1));
-  shape[size_t(axis)] = c->type.shape[0];
-  return n.reshape(c, shape);
-}
-
-// Input `i` as f32 less its zero point (input `zp_i`); a 1-D per-channel operand lines up with
-// `axis`. Integer ops computed this way stay exact while partial sums stay below 2^24.
-Value* minus_zero_point(N& n, Value* v, size_t zp_i, int64_t axis) {
-  v = n.cast(v, DType::F32);
-  if (!n.has_input(zp_i)) return v;
-  return n.emit(OpKind::Sub, {v, per_channel(n, n.cast(n.input(zp_i), DType::F32), v, axis)});
-}
-
-void map_conv_integer(N& n) {
-  const TensorType& x = n.input_type(0);
-  const size_t s = spatial_dims(n, x);
-  const Ints kernel = kernel_of(n, n.input_type(1), s);
-  const Ints stride = spatial_attr(n, "strides", s, 1, 1);
-  const Ints dilation = spatial_attr(n, "dilations", s, 1, 1);
-  AttrMap a{{"stride", stride},
-            {"dilation", dilation},
-            {"padding", resolve_pads(n, x, kernel, stride, dilation)},
-            {"groups", n.attr_int("group", 1)}};
-  Value* xf = minus_zero_point(n, n.input(0), 2, -1);
-  Value* wf = minus_zero_point(n, n.input(1), 3, 0);
-  n.set_output(0, n.cast(n.emit(OpKind::Conv, {xf, wf}, a), DType::I32));
-}
-
-void map_matmul_integer(N& n) {
-  const int64_t ra = int64_t(n.input_type(0).rank());
-  Value* af = minus_zero_point(n, n.input(0), 2, ra - 2);  // per-row zero points
-  Value* bf = minus_zero_point(n, n.input(1), 3, -1);      // per-column: broadcasts as is
-  n.set_output(0, n.cast(n.emit(OpKind::MatMul, {af, bf}), DType::I32));
-}
-
-void map_dequantize(N& n) {
-  Value* x = n.input(0);
-  const int64_t axis = n.attr_int("axis", 1);
-  Value* v = minus_zero_point(n, x, 2, axis);
-  n.set_output(0, n.emit(OpKind::Mul, {v, per_channel(n, n.cast(n.input(1), DType::F32), v, axis)}));
+  n.set_output(0, n.emit(OpKind::Conv, in, conv_attributes(n, 0, 1)));
 }
 
 void map_conv_transpose(N& n) {
@@ -353,6 +295,18 @@ void map_lrn(N& n) {
 
 }  // namespace
 
+AttrMap conv_attributes(NodeContext& n, size_t x_input, size_t w_input) {
+  const TensorType& x = n.input_type(x_input);
+  const size_t s = spatial_dims(n, x);
+  const Ints kernel = kernel_of(n, n.input_type(w_input), s);
+  const Ints stride = spatial_attr(n, "strides", s, 1, 1);
+  const Ints dilation = spatial_attr(n, "dilations", s, 1, 1);
+  return AttrMap{{"stride", stride},
+                 {"dilation", dilation},
+                 {"padding", resolve_pads(n, x, kernel, stride, dilation)},
+                 {"groups", n.attr_int("group", 1)}};
+}
+
 void register_nn_ops(OpTable& t) {
   t["Gemm"] = [](N& n) {
     std::vector<Value*> in = {n.input(0), n.input(1)};
@@ -367,9 +321,6 @@ void register_nn_ops(OpTable& t) {
   t["Conv"] = map_conv;
   t["ConvTranspose"] = map_conv_transpose;
   t["MaxPool"] = [](N& n) { map_pool(n, true); };
-  t["ConvInteger"] = map_conv_integer;
-  t["MatMulInteger"] = map_matmul_integer;
-  t["DequantizeLinear"] = map_dequantize;
   t["AveragePool"] = [](N& n) { map_pool(n, false); };
   t["GlobalAveragePool"] = [](N& n) {
     require_float(n);
