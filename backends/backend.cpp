@@ -5,17 +5,6 @@
 
 namespace kiln {
 
-const char* backend_kind_name(BackendKind kind) {
-  switch (kind) {
-    case BackendKind::Ref: return "ref";
-    case BackendKind::Cpu: return "cpu";
-    case BackendKind::Null: return "null";
-    case BackendKind::Vulkan: return "vulkan";
-    case BackendKind::Cuda: return "cuda";
-  }
-  return "?";
-}
-
 std::unique_ptr<Program> Backend::compile(const ProgramSource& source) {
   throw Error("compiling " + source.language + " programs is not supported by backend " + name());
 }

@@ -11,6 +11,7 @@
 #include <optional>
 #include <span>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "core/ir/attr.h"
@@ -20,10 +21,32 @@
 
 namespace kiln {
 
-// Ref: the reference interpreter, the oracle; Cpu: the host CPU with generated C++ for compiled
-// programs (backends/cpu).
-enum class BackendKind { Ref, Cpu, Null, Vulkan, Cuda };
-const char* backend_kind_name(BackendKind kind);  // "ref", "cpu", "null", "vulkan", "cuda"
+// A backend by the name it registers under (backends/registry.cpp): "ref", "cpu", "vulkan", ... The
+// name is all there is to it; nothing outside a backend's folder and the registry's list depends on
+// which backends exist. The constants name this tree's backends for code that asks for one.
+class BackendKind {
+ public:
+  constexpr explicit BackendKind(std::string_view name) : name_(name) {}  // a string literal
+  constexpr std::string_view name() const { return name_; }
+  bool operator==(const BackendKind& other) const { return name_ == other.name_; }
+  auto operator<=>(const BackendKind& other) const { return name_ <=> other.name_; }
+
+  static const BackendKind Ref;     // the reference interpreter, the oracle
+  static const BackendKind Cpu;     // the host CPU, generated C++ for compiled programs
+  static const BackendKind Null;    // computes nothing; plans as a GPU would
+  static const BackendKind Vulkan;
+  static const BackendKind Cuda;
+
+ private:
+  std::string_view name_;
+};
+inline constexpr BackendKind BackendKind::Ref{"ref"};
+inline constexpr BackendKind BackendKind::Cpu{"cpu"};
+inline constexpr BackendKind BackendKind::Null{"null"};
+inline constexpr BackendKind BackendKind::Vulkan{"vulkan"};
+inline constexpr BackendKind BackendKind::Cuda{"cuda"};
+
+inline const char* backend_kind_name(BackendKind kind) { return kind.name().data(); }
 
 struct DeviceCaps {
   bool f16 = false;
@@ -195,11 +218,18 @@ struct DeviceEntry {
   int index;
   std::string name;
   DeviceCaps caps;
+  // Lower is better. Device::best() picks the best device ranked below kOnlyByName; the others
+  // (software GPUs, the interpreter, null) run only when named.
+  int rank = 0;
 };
+inline constexpr int kOnlyByName = 10;
 
-// Every usable device, best first: GPUs (Vulkan, then CUDA), then cpu, then software GPUs
-// (lavapipe, chosen only by name), then the ref interpreter.
+// Every usable device, best first (by rank; ties in the registry's order).
 std::vector<DeviceEntry> available_devices();
+// The backends built into this kiln, in the registry's order, and whether a backend's device names
+// carry an index ("vulkan:1") or not ("cpu").
+std::vector<BackendKind> registered_backends();
+bool backend_is_indexed(BackendKind kind);
 // The backend object for a device, created on first use and kept for the process. Throws
 // kiln::Error saying why when the device is not available.
 Backend& backend_for(BackendKind kind, int index);
@@ -207,12 +237,17 @@ Backend& backend_for(BackendKind kind, int index);
 // emulation of a GPU). available_devices() does not list it. Throws if that device is already open.
 Backend& install_backend(BackendKind kind, int index, std::unique_ptr<Backend> backend);
 
-// Backends register a factory at startup (see backends/registry.cpp for the list).
+// What a backend registers (one line of backends/registry.cpp): its name, how to list and open
+// its devices, and how good each device is.
 struct BackendFactory {
   BackendKind kind;
   // Devices this backend can open; empty when none (the reason goes to `why_not`).
   std::vector<DeviceEntry> (*enumerate)(std::string* why_not);
   std::unique_ptr<Backend> (*open)(int index);
+  // The device's rank (DeviceEntry::rank).
+  int (*rank)(const DeviceEntry& device);
+  // Whether devices are named with their index ("vulkan:1"); a single-device backend is "cpu".
+  bool indexed = true;
 };
 
 }  // namespace kiln

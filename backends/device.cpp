@@ -2,6 +2,7 @@
 #include "backends/device.h"
 
 #include <cstdlib>
+#include <optional>
 
 #include "core/support/error.h"
 #include "core/support/log.h"
@@ -9,9 +10,8 @@
 namespace kiln {
 
 std::string Device::name() const {
-  if (kind_ == BackendKind::Cpu || kind_ == BackendKind::Ref || kind_ == BackendKind::Null)
-    return backend_kind_name(kind_);
-  return std::string(backend_kind_name(kind_)) + ":" + std::to_string(index_);
+  if (!backend_is_indexed(kind_)) return std::string(kind_.name());
+  return std::string(kind_.name()) + ":" + std::to_string(index_);
 }
 
 std::string Device::description() const { return backend().name(); }
@@ -29,15 +29,16 @@ Device Device::parse(std::string_view text) {
       throw Error("bad device '" + std::string(text) + "': the index after ':' must be a number");
     index = int(v);
   }
-  BackendKind kind;
-  if (kind_text == "cpu") kind = BackendKind::Cpu;
-  else if (kind_text == "ref") kind = BackendKind::Ref;
-  else if (kind_text == "null") kind = BackendKind::Null;
-  else if (kind_text == "vulkan") kind = BackendKind::Vulkan;
-  else if (kind_text == "cuda") kind = BackendKind::Cuda;
-  else
-    throw Error("unknown device '" + std::string(text) + "'; expected cpu, ref, vulkan[:N], cuda[:N] or null");
-  Device d(kind, index);
+  const std::vector<BackendKind> kinds = registered_backends();
+  std::optional<BackendKind> kind;
+  std::string expected;
+  for (size_t i = 0; i < kinds.size(); ++i) {
+    if (kinds[i].name() == kind_text) kind = kinds[i];
+    expected += (i == 0 ? "" : i + 1 == kinds.size() ? " or " : ", ") + std::string(kinds[i].name()) +
+                (backend_is_indexed(kinds[i]) ? "[:N]" : "");
+  }
+  if (!kind) throw Error("unknown device '" + std::string(text) + "'; expected " + expected);
+  Device d(*kind, index);
   d.backend();  // fails here, with the reason, when the device is not available
   return d;
 }
@@ -45,10 +46,10 @@ Device Device::parse(std::string_view text) {
 Device Device::best() {
   if (const char* env = std::getenv("KILN_DEVICE"); env && *env) return parse(env);
   for (const DeviceEntry& e : available_devices()) {
-    if (e.kind == BackendKind::Vulkan && !e.caps.is_cpu) return Device(e.kind, e.index);
-    if (e.kind == BackendKind::Cuda) return Device(e.kind, e.index);
+    if (e.rank >= kOnlyByName) break;
+    if (e.caps.is_cpu) log::info("no GPU device found; running on " + Device(e.kind, e.index).name());
+    return Device(e.kind, e.index);
   }
-  log::info("no GPU device found (Vulkan or CUDA); running on the cpu backend");
   return cpu();
 }
 

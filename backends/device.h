@@ -17,8 +17,9 @@ class Device {
   // The reference interpreter: every op by its reference kernel, compiled graphs node by node. The
   // oracle other devices are checked against.
   static Device ref() { return {BackendKind::Ref, 0}; }
-  // The best available device: a Vulkan GPU, then CUDA, then cpu. A software Vulkan device
-  // (lavapipe) is used only when named. KILN_DEVICE=vulkan:1 overrides the choice.
+  // The best available device (the first of available_devices() not ranked kOnlyByName): a
+  // Vulkan GPU, then CUDA, then cpu. A software Vulkan device (lavapipe) is used only when named.
+  // KILN_DEVICE=vulkan:1 overrides the choice.
   static Device best();
   // "cpu", "ref", "null", "vulkan", "vulkan:1", "cuda:0"; throws kiln::Error for unknown names and for
   // devices that are not available here, saying why.

@@ -19,23 +19,14 @@ BackendFactory vulkan_backend_factory();
 
 namespace {
 
-std::vector<BackendFactory> factories() {
-  return {
+// The registered backends, one line each.
+const std::vector<BackendFactory>& factories() {
+  static const std::vector<BackendFactory> all = {
 #ifdef KILN_HAVE_VULKAN
       vulkan_backend_factory(),
 #endif
       cuda_backend_factory(), cpu_backend_factory(), ref_backend_factory(), null_backend_factory()};
-}
-
-// Best first; the null backend is never chosen automatically. On a machine without a GPU the cpu
-// backend comes before a software Vulkan device: lavapipe emulates a GPU on the same cores.
-int preference(const DeviceEntry& d) {
-  if (d.kind == BackendKind::Null) return 100;
-  if (d.kind == BackendKind::Ref) return 50;
-  if (d.kind == BackendKind::Vulkan && !d.caps.is_cpu) return 0;
-  if (d.kind == BackendKind::Cuda) return 1;
-  if (d.kind == BackendKind::Cpu) return 5;
-  return 10;  // software GPUs (lavapipe)
+  return all;
 }
 
 }  // namespace
@@ -44,12 +35,27 @@ std::vector<DeviceEntry> available_devices() {
   std::vector<DeviceEntry> all;
   for (const BackendFactory& f : factories()) {
     std::string why;
-    for (DeviceEntry& d : f.enumerate(&why)) all.push_back(std::move(d));
+    for (DeviceEntry& d : f.enumerate(&why)) {
+      d.rank = f.rank(d);
+      all.push_back(std::move(d));
+    }
   }
   std::stable_sort(all.begin(), all.end(), [](const DeviceEntry& a, const DeviceEntry& b) {
-    return preference(a) < preference(b);
+    return a.rank < b.rank;
   });
   return all;
+}
+
+std::vector<BackendKind> registered_backends() {
+  std::vector<BackendKind> kinds;
+  for (const BackendFactory& f : factories()) kinds.push_back(f.kind);
+  return kinds;
+}
+
+bool backend_is_indexed(BackendKind kind) {
+  for (const BackendFactory& f : factories())
+    if (f.kind == kind) return f.indexed;
+  return true;
 }
 
 namespace {
@@ -119,8 +125,7 @@ Backend& backend_for(BackendKind kind, int index) {
     return add_open_backend(open_backends(), key, f.open(index));
   }
   throw Error(std::string("backend '") + backend_kind_name(kind) +
-              "' is not built into this kiln (not implemented yet, or its SDK was missing at build "
-              "time)");
+              "' is not built into this kiln (its SDK was missing at build time)");
 }
 
 }  // namespace kiln

@@ -194,7 +194,9 @@ BackendFactory cpu_backend_factory() {
             cpu::CpuBackend b;
             return std::vector<DeviceEntry>{{BackendKind::Cpu, 0, b.name(), b.caps()}};
           },
-          [](int) -> std::unique_ptr<Backend> { return std::make_unique<cpu::CpuBackend>(); }};
+          [](int) -> std::unique_ptr<Backend> { return std::make_unique<cpu::CpuBackend>(); },
+          [](const DeviceEntry&) { return 5; },  // after any GPU
+          /*indexed=*/false};
 }
 
 }  // namespace kiln

@@ -330,7 +330,8 @@ BackendFactory cuda_backend_factory() {
             const cuda::Driver* d = cuda::driver(&why);
             if (!d) throw Error("cuda: " + why);
             return std::make_unique<cuda::CudaBackend>(*d, index);
-          }};
+          },
+          [](const DeviceEntry&) { return 1; }};  // after a Vulkan GPU
 }
 
 }  // namespace kiln

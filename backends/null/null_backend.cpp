@@ -64,7 +64,9 @@ BackendFactory null_backend_factory() {
             NullBackend b;
             return std::vector<DeviceEntry>{{BackendKind::Null, 0, b.name(), b.caps()}};
           },
-          [](int) -> std::unique_ptr<Backend> { return std::make_unique<NullBackend>(); }};
+          [](int) -> std::unique_ptr<Backend> { return std::make_unique<NullBackend>(); },
+          [](const DeviceEntry&) { return 10 * kOnlyByName; },  // computes nothing
+          /*indexed=*/false};
 }
 
 }  // namespace kiln

@@ -74,7 +74,9 @@ BackendFactory ref_backend_factory() {
             reference::RefBackend b;
             return std::vector<DeviceEntry>{{BackendKind::Ref, 0, b.name(), b.caps()}};
           },
-          [](int) -> std::unique_ptr<Backend> { return std::make_unique<reference::RefBackend>(); }};
+          [](int) -> std::unique_ptr<Backend> { return std::make_unique<reference::RefBackend>(); },
+          [](const DeviceEntry&) { return 5 * kOnlyByName; },  // the oracle, never chosen for speed
+          /*indexed=*/false};
 }
 
 }  // namespace kiln

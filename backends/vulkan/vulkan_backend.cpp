@@ -287,7 +287,10 @@ BackendFactory vulkan_backend_factory() {
   return {BackendKind::Vulkan, enumerate_vulkan_devices,
           [](int index) -> std::unique_ptr<Backend> {
             return vulkan::open_backend(index, vulkan::options_from_environment());
-          }};
+          },
+          // A GPU is the best device; a software one (lavapipe) emulates a GPU on the host's
+          // cores, slower than the cpu backend, so it runs only when named.
+          [](const DeviceEntry& d) { return d.caps.is_cpu ? kOnlyByName : 0; }};
 }
 
 }  // namespace kiln

@@ -1,5 +1,5 @@
 // `kiln devices`: every device this build can reach, best first, with what kiln reads of it; for each
-// backend with none, why (no driver, no device, not built).
+// registered backend with none, why (no driver, no device).
 #include <cstdio>
 
 #include "backends/backend.h"
@@ -17,14 +17,15 @@ int cmd_devices(const std::vector<std::string>& args) {
   const std::vector<DeviceEntry> devices = available_devices();
   for (const DeviceEntry& d : devices) {
     const DeviceCaps& c = d.caps;
+    const bool gpu_backend = backend_is_indexed(d.kind);  // the host backends have one device
     std::printf("%s:%d  %s%s\n", backend_kind_name(d.kind), d.index, d.name.c_str(),
-                c.is_cpu && d.kind == BackendKind::Vulkan ? "  (software)" : "");
-    if (d.kind == BackendKind::Cpu || d.kind == BackendKind::Ref || d.kind == BackendKind::Null) continue;
+                c.is_cpu && gpu_backend ? "  (software)" : "");
+    if (!gpu_backend) continue;
     std::printf("    f16 %s, f64 %s, int64 %s, subgroup %u, shared memory %zu KiB, memory %.1f GiB\n",
                 c.f16 ? "yes" : "no", c.f64 ? "yes" : "no", c.int64 ? "yes" : "no", c.subgroup_size,
                 c.shared_memory_bytes / 1024, double(c.memory_bytes) / (1 << 30));
   }
-  for (BackendKind kind : {BackendKind::Vulkan, BackendKind::Cuda}) {
+  for (BackendKind kind : registered_backends()) {
     bool found = false;
     for (const DeviceEntry& d : devices) found = found || d.kind == kind;
     if (found) continue;
