@@ -4,6 +4,15 @@
 
 #include <atomic>
 #include <cmath>
+#include <cstdlib>
+#include <map>
+#include <mutex>
+#include <string>
+
+#include "core/frontend/dispatch.h"
+#include "core/frontend/in_place.h"
+#include "core/frontend/ops.h"
+#include "core/support/random.h"
 
 namespace kiln {
 namespace {
@@ -26,13 +35,6 @@ int64_t count(const std::vector<int64_t>& dims) {
   return n;
 }
 
-uint64_t splitmix64(uint64_t x) {
-  x += 0x9e3779b97f4a7c15ull;
-  x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9ull;
-  x = (x ^ (x >> 27)) * 0x94d049bb133111ebull;
-  return x ^ (x >> 31);
-}
-
 // Uniform in (0, 1): the i-th number of stream `seed`.
 double uniform(uint64_t seed, uint64_t i) {
   uint64_t bits = splitmix64(seed * 0x632be59bd9b4e019ull + splitmix64(i));
@@ -46,9 +48,45 @@ uint64_t next_seed(std::optional<uint64_t> seed) {
   return splitmix64(g_seed.fetch_add(1));
 }
 
+// The process-wide generators, one u64 counter tensor per device, made on first use from the
+// process seed.
+struct Generators {
+  std::mutex mutex;
+  std::map<std::string, Tensor> by_device;
+};
+Generators& generators() {
+  static Generators* all = new Generators;  // outlives every exit handler that reads it
+  return *all;
+}
+
+// At exit each counter must go before its device closes (backends/registry.cpp closes them from
+// exit handlers): this handler is registered after the device opened, so it runs first.
+void release_generators() {
+  Generators& g = generators();
+  std::lock_guard lock(g.mutex);
+  g.by_device.clear();
+}
+
 }  // namespace
 
-void manual_seed(uint64_t seed) { g_seed = seed; }
+void manual_seed(uint64_t seed) {
+  g_seed = seed;
+  Generators& g = generators();
+  std::lock_guard lock(g.mutex);
+  for (auto& entry : g.by_device) {
+    Tensor& counter = entry.second;
+    assign_in_place(counter, from_bytes(&seed, DType::U64, Dims{}, counter.device()));
+  }
+}
+
+Tensor rand_from(Tensor& generator, const Dims& shape, Loc loc) {
+  if (!generator.defined() || generator.dtype() != DType::U64 || generator.shape().size() != 0)
+    throw Error("rand_from at " + short_location(loc) + ": the generator must be a u64 scalar counter" +
+                (generator.defined() ? ", got " + generator.type().str() : ""));
+  Tensor draws = run_op1(OpKind::RandUniform, {generator}, {{"shape", shape.get()}, {"mix", true}}, loc);
+  assign_in_place(generator, add(generator, 1.0, loc));
+  return draws;
+}
 
 Tensor from_bytes(const void* data, DType dtype, const Dims& shape, Device device, Loc loc) {
   std::vector<int64_t> dims = checked_dims(shape, "from_vector", loc);
@@ -107,12 +145,22 @@ Tensor randn(const Dims& shape, Device device, std::optional<uint64_t> seed, Loc
 }
 
 Tensor rand(const Dims& shape, Device device, std::optional<uint64_t> seed, Loc loc) {
-  std::vector<int64_t> dims = checked_dims(shape, "rand", loc);
-  uint64_t s = next_seed(seed);
-  size_t n = size_t(count(dims));
-  std::vector<float> values(n);
-  for (size_t i = 0; i < n; ++i) values[i] = float(uniform(s, i));
-  return from_bytes(values.data(), DType::F32, shape, device, loc);
+  for (const SymInt& d : shape.get())
+    if (d.is_static() && d.value() < 0)
+      throw Error("rand: negative size in shape " + shape_str(shape.get()) + " at " + short_location(loc));
+  if (seed) {
+    Tensor stream = from_bytes(&*seed, DType::U64, Dims{}, device, loc);
+    return run_op1(OpKind::RandUniform, {stream}, {{"shape", shape.get()}, {"mix", false}}, loc);
+  }
+  Generators& g = generators();
+  std::lock_guard lock(g.mutex);
+  Tensor& counter = g.by_device[device.name()];
+  if (!counter.defined()) {
+    const uint64_t start = g_seed.load();
+    counter = from_bytes(&start, DType::U64, Dims{}, device, loc);
+    std::atexit(release_generators);
+  }
+  return rand_from(counter, shape, loc);
 }
 
 }  // namespace kiln

@@ -45,11 +45,18 @@ Tensor arange(double start, double end, double step = 1, Device device = Device:
 Tensor arange(double end, Device device = Device::cpu(), Loc loc = Loc::current());
 
 // Seeded random tensors (f32). The same seed gives the same values on every device. Without a
-// seed, the process-wide generator (manual_seed) supplies one and advances.
+// seed, randn takes one from the process-wide seed (manual_seed), and rand draws from the device's
+// generator (see rand_from), so inside a compiled function each call draws new values, the ones
+// the same calls draw eagerly.
 Tensor randn(const Dims& shape, Device device = Device::cpu(),
              std::optional<uint64_t> seed = std::nullopt, Loc loc = Loc::current());
 Tensor rand(const Dims& shape, Device device = Device::cpu(),
             std::optional<uint64_t> seed = std::nullopt, Loc loc = Loc::current());
+// Sets the process seed and every device generator's counter to `seed`.
 void manual_seed(uint64_t seed);
+// Uniform values in (0, 1) from `generator`, a u64 scalar counter: the stream the counter names
+// (an op, rand_uniform), then the counter advances by one in place. Inside a compiled function the
+// counter is read at each call and written back, like an optimizer's state.
+Tensor rand_from(Tensor& generator, const Dims& shape, Loc loc = Loc::current());
 
 }  // namespace kiln

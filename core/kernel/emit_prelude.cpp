@@ -66,6 +66,17 @@ const char* prelude_u64() {
   return R"(KILN_FN uint64_t kiln_max(uint64_t a, uint64_t b) { return max(a, b); }
 KILN_FN uint64_t kiln_min(uint64_t a, uint64_t b) { return min(a, b); }
 KILN_FN uint64_t kiln_rem(uint64_t a, uint64_t b, bool c_fmod) { return a % b; }
+KILN_FN uint64_t kiln_splitmix64(uint64_t x) {
+  x += 0x9e3779b97f4a7c15ul;
+  x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9ul;
+  x = (x ^ (x >> 27)) * 0x94d049bb133111ebul;
+  return x ^ (x >> 31);
+}
+KILN_FN float kiln_uniform(uint64_t seed, uint64_t i, bool mix) {  // as core/support/random.h
+  if (mix) seed = kiln_splitmix64(seed);
+  uint64_t bits = kiln_splitmix64(seed * 0x632be59bd9b4e019ul + kiln_splitmix64(i));
+  return float(uint(bits >> 41) * 2u + 1u) * 5.9604644775390625e-8;
+}
 KILN_FN uint64_t kiln_pow(uint64_t a, uint64_t b) { uint64_t r = uint64_t(1); while (b > uint64_t(0)) { if ((b & uint64_t(1)) != uint64_t(0)) r *= a; a *= a; b >>= 1; } return r; }
 )";
 }

@@ -222,6 +222,8 @@ std::string unwrapped_op_expression(OpKind op, const AttrMap& attrs, DType type,
     case OpKind::LogicalOr: return a[0] + " || " + a[1];
     case OpKind::LogicalXor: return a[0] + " != " + a[1];
     case OpKind::Where: return a[0] + " ? " + a[1] + " : " + a[2];
+    case OpKind::RandUniform:
+      return "kiln_uniform(" + a[0] + ", " + a[1] + ", " + (attrs.get_bool("mix") ? "true" : "false") + ")";
     default:
       throw Error("emit: op '" + std::string(op_name(op)) + "' has no expression form");
   }

@@ -11,6 +11,7 @@
 #include <unordered_map>
 
 #include "core/support/error.h"
+#include "core/support/random.h"
 
 namespace kiln::kernel {
 
@@ -353,6 +354,11 @@ Val apply_op(const Expr& e, const Val* a, size_t n, const Kernel& k) {
     return wrap_narrow(convert(a[0], out), e.type);
   }
   if (e.op == OpKind::Where) return convert(get<bool>(a[0]) ? a[1] : a[2], out);
+  if (e.op == OpKind::RandUniform) {
+    uint64_t seed = get<uint64_t>(a[0]);
+    if (e.attrs.get_bool("mix")) seed = stream_of_counter(seed);
+    return make(uniform_f32(seed, get<uint64_t>(a[1])));
+  }
   if (is_comparison(e.op)) {
     Ck c = common(a[0].k, a[1].k);
     if (c == Ck::Bool) c = Ck::I32;  // bools compare as 0/1

@@ -297,6 +297,12 @@ LoweredOp lower_shape(OpKind kind, const AttrMap& given, const std::vector<Tenso
                   {constant(attrs.get_float("start"), t),
                    op(OpKind::Mul, t, {cast(coord(0), t), constant(attrs.get_float("step"), t)})});
       }), 0);
+    case OpKind::RandUniform:  // element i of the seed's stream (core/support/random.h)
+      return one_step(index_kernel(kind, {inputs[0]}, out, origin, [&](KernelBuilder&) {
+        return op(OpKind::RandUniform, DType::F32,
+                  {load(0, DType::U64, constant(0, DType::I32)), cast(linear_index(), DType::U64)},
+                  {{"mix", attrs.get_bool("mix")}});
+      }), 1);
     case OpKind::Reshape:
       return one_step(index_kernel(kind, {inputs[0]}, out, origin, [&](KernelBuilder&) {
         return load(0, inputs[0].dtype, linear_index());

@@ -103,6 +103,10 @@ std::vector<OpCase> op_cases() {
     c.push_back({"cast_" + name + "_to_f32", [dt] { return std::vector<Tensor>{cast(rnd({33}, 4) * 300.0, dt)}; },
                  [](auto& x) { return cast(x[0], DType::F32); }});
   }
+  // Seeded random numbers are the same on every device, eager and compiled (a dropout mask).
+  c.push_back({"rand_dropout_mask", [] { return std::vector<Tensor>{rnd({6, 70}, 9)}; },
+               [](auto& x) { return x[0] * cast(ge(rand(x[0].shape(), x[0].device(), 21), 0.3), DType::F32); },
+               0.0, 0.0, /*has_gradient=*/false});
   c.push_back({"logical_and_or_xor", [] { return std::vector<Tensor>{gt(rnd({4, 6}, 7), 0.0), gt(rnd({6}, 8), 0.0)}; },
                [](auto& x) { return logical_xor(logical_and(x[0], x[1]), logical_or(x[0], x[1])); }});
   c.push_back({"where", [] { return std::vector<Tensor>{gt(rnd({4, 1}, 9), 0.0), rnd({4, 6}, 10), rnd({6}, 11)}; },

@@ -38,7 +38,8 @@ const std::set<std::string> kEmulatedOpCases = {
     "exp", "gelu_tanh", "cast_f32_to_i32", "cast_f32_to_f16", "add_f32", "maximum_i64", "lt_f16",
     "div_i32", "where", "sum_dim2_f32", "amax_dim1_i32", "argmin_dim0_keep_f32", "softmax_dim0_f32",
     "matmul_batched", "conv2d_stride_pad_groups", "max_pool2d_ceil_pad", "layer_norm", "gather",
-    "concat", "pad_reflect", "linear", "conv_transpose2d", "avg_pool2d_exclude_pad", "slice_negative_step"};
+    "concat", "pad_reflect", "linear", "conv_transpose2d", "avg_pool2d_exclude_pad", "slice_negative_step",
+    "rand_dropout_mask", "wrapping_chain_i16", "remainder_u64"};
 
 // The op cases whose gradients the CUDA host emulator runs (each backward is a program of several
 // kernels, each compiled by the host compiler).

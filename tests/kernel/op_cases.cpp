@@ -170,6 +170,8 @@ std::vector<Case> build_table() {
     for (DType to : {DType::F32, DType::I64, DType::U8})
       t.push_back({"cast_" + dt(d) + "_to_" + dt(to), O::Cast, {{"dtype", to}}, {{d, {4, 5}, Gen::Wide}}});
   }
+  t.push_back({"rand_uniform", O::RandUniform, {{"shape", Shape{3, 70}}}, {{DType::U64, {}, Gen::NonNeg}}});
+  t.push_back({"rand_uniform_mix", O::RandUniform, {{"shape", Shape{5}}, {"mix", true}}, {{DType::U64, {}, Gen::NonNeg}}});
   // Reductions. Sum tolerances grow with the 50-element rows: atol 1e-5 covers reordering.
   for (O k : {O::Sum, O::ReduceMax, O::ReduceMin}) add_reduce(t, k, kAll, Gen::Normal);
   add_reduce(t, O::Prod, kAll, Gen::NearOne);

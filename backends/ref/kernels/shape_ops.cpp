@@ -10,6 +10,7 @@
 #include "backends/ref/ref_kernel.h"
 #include "backends/ref/parallel.h"
 #include "core/support/error.h"
+#include "core/support/random.h"
 
 namespace kiln::reference {
 namespace {
@@ -430,12 +431,22 @@ void arange_kernel(const KernelContext& ctx) {
   convert_elements(values.data(), DType::F64, out.data, out.dtype, values.size());
 }
 
+void rand_uniform_kernel(const KernelContext& ctx) {
+  uint64_t seed;
+  std::memcpy(&seed, ctx.inputs[0].data, sizeof seed);
+  if (ctx.attrs.get_bool("mix")) seed = stream_of_counter(seed);
+  const HostTensor& out = ctx.outputs[0];
+  float* values = static_cast<float*>(out.data);
+  for (int64_t i = 0; i < out.numel(); ++i) values[i] = uniform_f32(seed, uint64_t(i));
+}
+
 }  // namespace
 
 void register_shape(KernelTable& t) {
   t.set(OpKind::Constant, constant_kernel);
   t.set(OpKind::SymInts, sym_ints_kernel);
   t.set(OpKind::Arange, arange_kernel);
+  t.set(OpKind::RandUniform, rand_uniform_kernel);
   t.set(OpKind::Reshape, reshape_kernel);
   t.set(OpKind::Permute, permute_kernel);
   t.set(OpKind::Slice, slice_kernel);

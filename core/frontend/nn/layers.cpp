@@ -7,7 +7,6 @@
 #include "core/frontend/autograd.h"
 #include "core/frontend/factories.h"
 #include "core/frontend/in_place.h"
-#include "core/frontend/lazy.h"
 
 namespace kiln::nn {
 
@@ -189,15 +188,18 @@ Dropout::Dropout(double p, Seed seed, Loc loc) : p(p), seed_(seed) {
 Tensor Dropout::forward(const Tensor& x, Loc loc) {
   ScopeGuard guard = scope();
   if (!is_training() || p == 0) return x;
-  if (x.is_traced() || lazy_tracer())
-    throw Error(describe() + " (training mode) at " + short_location(loc) + " on " +
-                x.type().str() + ": inside a compiled function, where a mask would be fixed at "
-                "tracing; call eval() before compiling, or train eagerly");
   if (!is_floating(x.dtype()))
     throw Error(describe() + " at " + short_location(loc) + ": expects a floating-point input, got " +
                 x.type().str());
-  Seed draw = seed_ ? derive_seed(seed_, calls_++) : std::nullopt;
-  Tensor keep = ge(rand(x.sizes(), x.device(), draw, loc), p, loc);
+  Tensor draws;
+  if (seed_) {
+    if (!generator_.defined() || generator_.device() != x.device())
+      generator_ = from_bytes(&*seed_, DType::U64, Dims{}, x.device(), loc);
+    draws = rand_from(generator_, x.shape(), loc);
+  } else {
+    draws = rand(x.shape(), x.device(), std::nullopt, loc);
+  }
+  Tensor keep = ge(draws, p, loc);
   return x * (cast(keep, x.dtype(), loc) * (1 / (1 - p)));
 }
 

@@ -118,9 +118,10 @@ class ReLU : public UnaryModule {
 };
 
 // In training mode zeroes each element with probability p and scales the rest by 1 / (1 - p), so
-// the expected value is unchanged; the identity in eval mode. Masks come from the seeded rand
-// factory: with a seed, call k draws from derive_seed(seed, k); without, from manual_seed's
-// process-wide generator.
+// the expected value is unchanged; the identity in eval mode. Masks come from rand_from: with a
+// seed, from the layer's own generator, whose counter starts at the seed; without, from the
+// device's (manual_seed). Inside a compiled function each call draws a new mask, the one the same
+// call draws eagerly.
 class Dropout : public UnaryModule {
  public:
   explicit Dropout(double p = 0.5, Seed seed = std::nullopt, Loc loc = Loc::current());
@@ -131,7 +132,7 @@ class Dropout : public UnaryModule {
 
  private:
   Seed seed_;
-  uint64_t calls_ = 0;
+  Tensor generator_;  // with a seed: the counter, on the device of the last input
 };
 
 // Flattens dims start_dim..end_dim; the default keeps the batch dim, as torch.nn.Flatten does.

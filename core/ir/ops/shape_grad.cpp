@@ -202,6 +202,7 @@ void define_shape_grads(std::vector<OpDef>& t) {
   t[size_t(K::Constant)].gradient = Gradient::None;
   t[size_t(K::SymInts)].gradient = Gradient::None;
   t[size_t(K::Arange)].gradient = Gradient::None;
+  t[size_t(K::RandUniform)].gradient = Gradient::None;
   set_rule(t, K::Reshape, [](G& b) -> std::vector<Value*> {
     AttrMap attrs;
     attrs.set("shape", b.input(0)->type.shape);

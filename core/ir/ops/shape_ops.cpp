@@ -1,5 +1,5 @@
-// Shape and dtype rules of the data-movement ops: constant, sym_ints, arange, reshape, permute,
-// slice, concat, split, gather, index_select, expand, pad, tile.
+// Shape and dtype rules of the data-movement ops: constant, sym_ints, arange, rand_uniform, reshape,
+// permute, slice, concat, split, gather, index_select, expand, pad, tile.
 #include <algorithm>
 #include <limits>
 
@@ -90,6 +90,18 @@ std::vector<TensorType> arange_rule(const InferContext& ctx) {
   const DType dtype = ctx.attrs().get_dtype("dtype");
   if (dtype == DType::Bool) ctx.fail("dtype must be a number type");
   return {{dtype, {count[0]}}};
+}
+
+// Uniform values in (0, 1) of `shape`, element i of the stream its u64 scalar seed names
+// (core/support/random.h); with `mix`, the input is a generator's counter and the stream is
+// splitmix64 of it.
+std::vector<TensorType> rand_uniform_rule(const InferContext& ctx) {
+  const TensorType& seed = ctx.input(0);
+  if (seed.dtype != DType::U64 || seed.rank() != 0) ctx.fail("the seed must be a u64 scalar, got " + seed.str());
+  const Shape& shape = ctx.attrs().get_syms("shape");
+  for (const SymInt& d : shape)
+    if (d.is_static() && d.value() < 0) ctx.fail("negative size in shape " + shape_str(shape));
+  return {{DType::F32, shape}};
 }
 
 std::vector<TensorType> reshape_rule(const InferContext& ctx) {
@@ -404,6 +416,9 @@ void define_shape(std::vector<OpDef>& t) {
                         {"count", AttrType::Syms, std::nullopt},
                         {"dtype", AttrType::Type, DType::I64}},
                        arange_rule));
+  t.push_back(shape_op(OpKind::RandUniform, 1, 1,
+                       {{"shape", AttrType::Syms, std::nullopt}, {"mix", AttrType::Bool, false}},
+                       rand_uniform_rule));
 
   using Ints = std::vector<int64_t>;
   // shape: dims may be symbolic; one -1 is inferred; 0 is a literal size 0.
