@@ -115,9 +115,9 @@ std::string saturating_float_to_integer(const std::string& x, DType type, Dialec
     case DType::U64: hi = 18446744073709551615.0; break;
     default: return compute_type(type, d) + "(" + x + ")";
   }
+  // -2147483648 is a negated literal its type cannot hold.
   std::string lo_text = type == DType::I32 ? "(-2147483647 - 1)" : literal(lo, type, d);
-  std::string hi_text = type == DType::U64 ? "uint64_t(" + std::string(glsl(d) ? "18446744073709551615ul" : "18446744073709551615ull") + ")"
-                                           : literal(hi, type, d);
+  std::string hi_text = literal(hi, type, d);
   char bounds[2][64];
   std::snprintf(bounds[0], sizeof bounds[0], "%.1f", lo);
   std::snprintf(bounds[1], sizeof bounds[1], "%.1f", hi);
