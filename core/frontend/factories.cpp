@@ -1,5 +1,5 @@
-// Factories build host data and upload it; random numbers come from a counter-based generator so
-// results do not depend on the device or thread count.
+// Factories build host data and upload it; random numbers are rand_uniform ops on the device,
+// counter-based so results do not depend on the device or thread count.
 #include "core/frontend/factories.h"
 
 #include <atomic>
@@ -35,18 +35,7 @@ int64_t count(const std::vector<int64_t>& dims) {
   return n;
 }
 
-// Uniform in (0, 1): the i-th number of stream `seed`.
-double uniform(uint64_t seed, uint64_t i) {
-  uint64_t bits = splitmix64(seed * 0x632be59bd9b4e019ull + splitmix64(i));
-  return (double(bits >> 11) + 0.5) * (1.0 / 9007199254740992.0);
-}
-
-std::atomic<uint64_t> g_seed{0x5eed};
-
-uint64_t next_seed(std::optional<uint64_t> seed) {
-  if (seed) return *seed;
-  return splitmix64(g_seed.fetch_add(1));
-}
+std::atomic<uint64_t> g_seed{0x5eed};  // where a device's generator starts (manual_seed)
 
 // The process-wide generators, one u64 counter tensor per device, made on first use from the
 // process seed.
@@ -132,16 +121,14 @@ Tensor arange(double start, double end, double step, Device device, Loc loc) {
 
 Tensor arange(double end, Device device, Loc loc) { return arange(0, end, 1, device, loc); }
 
+// Box-Muller on two uniform draws per element, rows 0 and 1 of one [2, shape] draw, in f32.
 Tensor randn(const Dims& shape, Device device, std::optional<uint64_t> seed, Loc loc) {
-  std::vector<int64_t> dims = checked_dims(shape, "randn", loc);
-  uint64_t s = next_seed(seed);
-  size_t n = size_t(count(dims));
-  std::vector<float> values(n);
-  for (size_t i = 0; i < n; ++i) {  // Box-Muller on two numbers of the stream per element
-    double u1 = uniform(s, 2 * i), u2 = uniform(s, 2 * i + 1);
-    values[i] = float(std::sqrt(-2.0 * std::log(u1)) * std::cos(2.0 * M_PI * u2));
-  }
-  return from_bytes(values.data(), DType::F32, shape, device, loc);
+  Shape pairs_shape = {SymInt(2)};
+  pairs_shape.insert(pairs_shape.end(), shape.get().begin(), shape.get().end());
+  Tensor pairs = rand(pairs_shape, device, seed, loc);
+  Tensor u1 = reshape(slice(pairs, 0, 0, 1, 1, loc), shape, loc);
+  Tensor u2 = reshape(slice(pairs, 0, 1, 2, 1, loc), shape, loc);
+  return mul(sqrt(mul(log(u1, loc), -2.0, loc), loc), cos(mul(u2, 2 * M_PI, loc), loc), loc);
 }
 
 Tensor rand(const Dims& shape, Device device, std::optional<uint64_t> seed, Loc loc) {

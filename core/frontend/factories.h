@@ -44,10 +44,10 @@ Tensor arange(double start, double end, double step = 1, Device device = Device:
               Loc loc = Loc::current());
 Tensor arange(double end, Device device = Device::cpu(), Loc loc = Loc::current());
 
-// Seeded random tensors (f32). The same seed gives the same values on every device. Without a
-// seed, randn takes one from the process-wide seed (manual_seed), and rand draws from the device's
-// generator (see rand_from), so inside a compiled function each call draws new values, the ones
-// the same calls draw eagerly.
+// Random tensors (f32), drawn on the device by rand_uniform ops. A seed fixes the values: rand's
+// are the same on every device, randn's (Box-Muller on two uniform draws, in f32) the same to f32
+// rounding. Without a seed they draw from the device's generator (see rand_from), so inside a
+// compiled function each call draws new values, the ones the same calls draw eagerly.
 Tensor randn(const Dims& shape, Device device = Device::cpu(),
              std::optional<uint64_t> seed = std::nullopt, Loc loc = Loc::current());
 Tensor rand(const Dims& shape, Device device = Device::cpu(),

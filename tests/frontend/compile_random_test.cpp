@@ -9,6 +9,7 @@
 
 #include <kiln/kiln.h>
 
+#include "frontend/train_steps.h"
 #include "runtime/runtime_test_util.h"
 
 namespace kiln {
@@ -30,6 +31,15 @@ void check_rand_calls(Device device) {
   EXPECT_EQ(floats(f(zero)), first);
   EXPECT_EQ(floats(f(zero)), second);
   EXPECT_EQ(f.stats().compiles, 1);
+  // randn too: Box-Muller on the generator's draws.
+  manual_seed(12);
+  const std::vector<float> normal = floats(randn({64}, device));
+  manual_seed(12);
+  auto g = compile([](const Tensor& x) { return x + randn(x.shape(), x.device()); });
+  const Tensor zero64 = zeros({64}, device);
+  const std::vector<float> compiled_normal = floats(g(zero64));
+  for (size_t i = 0; i < normal.size(); ++i) EXPECT_NEAR(compiled_normal[i], normal[i], 1e-5 * (1 + std::abs(normal[i])));
+  EXPECT_NE(floats(g(zero64)), compiled_normal);
   // A seed fixes the values: every call the same, on every device.
   auto seeded = compile([](const Tensor& x) { return x + rand(x.shape(), x.device(), 7); });
   const std::vector<float> fixed = floats(rand({4, 5}, Device::ref(), 7));
@@ -71,15 +81,7 @@ void check_dropout_training(Device device, double tol) {
   Net eager_net(device), compiled_net(device);
   optim::SGD eager_opt(eager_net.parameters(), {.lr = 0.1});
   optim::SGD opt(compiled_net.parameters(), {.lr = 0.1});
-  auto step = compile(
-      [&](const Tensor& x, const Tensor& y) {
-        opt.zero_grad();
-        Tensor loss = compiled_net.loss(x, y);
-        loss.backward();
-        opt.step();
-        return loss;
-      },
-      {.fullgraph = true});
+  auto step = compiled_step(compiled_net, opt);
   const std::vector<int64_t> batches = {4, 4, 6, 5};
   for (size_t s = 0; s < batches.size(); ++s) {
     SCOPED_TRACE("step " + std::to_string(s));
@@ -88,10 +90,7 @@ void check_dropout_training(Device device, double tol) {
     std::vector<int64_t> labels;
     for (int64_t i = 0; i < n; ++i) labels.push_back((i + int64_t(s)) % 4);
     Tensor y = from_vector(labels, {n}, device);
-    eager_opt.zero_grad();
-    Tensor eager_loss = eager_net.loss(x, y);
-    eager_loss.backward();
-    eager_opt.step();
+    Tensor eager_loss = eager_step(eager_net, eager_opt, x, y);
     expect_close(step(x, y), eager_loss, tol, "loss");
     const std::vector<Tensor*> mine = compiled_net.parameters(), theirs = eager_net.parameters();
     for (size_t k = 0; k < mine.size(); ++k)

@@ -14,6 +14,7 @@
 #include <kiln/kiln.h>
 
 #include "core/trace/bundle.h"
+#include "frontend/train_steps.h"
 #include "runtime/runtime_test_util.h"
 
 namespace kiln {
@@ -136,23 +137,12 @@ void check_cnn_training(Device device, double tol) {
   Cnn eager_net(device), compiled_net(device);
   optim::SGD eager_opt(eager_net.parameters(), {.lr = 0.05, .momentum = 0.9});
   optim::SGD opt(compiled_net.parameters(), {.lr = 0.05, .momentum = 0.9});
-  auto step = compile(
-      [&opt, &compiled_net](const Tensor& x, const Tensor& y) {
-        opt.zero_grad();
-        Tensor loss = compiled_net.loss(x, y);
-        loss.backward();
-        opt.step();
-        return loss;
-      },
-      {.fullgraph = true});
+  auto step = compiled_step(compiled_net, opt);
   for (int s = 0; s < 4; ++s) {
     SCOPED_TRACE("step " + std::to_string(s));
     Tensor x = randn({4, 1, 8, 8}, device, uint64_t(40 + s));
     Tensor y = from_vector(std::vector<int64_t>{0, 1, 2, int64_t(s % 3)}, {4}, device);
-    eager_opt.zero_grad();
-    Tensor eager_loss = eager_net.loss(x, y);
-    eager_loss.backward();
-    eager_opt.step();
+    Tensor eager_loss = eager_step(eager_net, eager_opt, x, y);
     expect_close(step(x, y), eager_loss, tol, "loss");
     const std::vector<Tensor*> mine = compiled_net.parameters(), theirs = eager_net.parameters();
     for (size_t k = 0; k < mine.size(); ++k) expect_close(*mine[k], *theirs[k], tol, "parameter " + std::to_string(k));
@@ -205,24 +195,13 @@ void check_block_training(Device device, double tol) {
   // steps below 1e-6 and leaves the real gradients' steps normalized.
   optim::AdamW eager_opt(eager_net.parameters(), {.lr = 0.01, .eps = 1e-4});
   optim::AdamW opt(compiled_net.parameters(), {.lr = 0.01, .eps = 1e-4});
-  auto step = compile(
-      [&opt, &compiled_net](const Tensor& x, const Tensor& target) {
-        opt.zero_grad();
-        Tensor loss = compiled_net.loss(x, target);
-        loss.backward();
-        opt.step();
-        return loss;
-      },
-      {.fullgraph = true});
+  auto step = compiled_step(compiled_net, opt);
   for (int s = 0; s < 3; ++s) {
     SCOPED_TRACE("step " + std::to_string(s));
     const int64_t batch = s == 2 ? 3 : 2;  // the batch changes: one recompile
     Tensor x = randn({batch, 6, 16}, device, uint64_t(60 + s));
     Tensor target = randn({batch, 6, 16}, device, uint64_t(70 + s));
-    eager_opt.zero_grad();
-    Tensor eager_loss = eager_net.loss(x, target);
-    eager_loss.backward();
-    eager_opt.step();
+    Tensor eager_loss = eager_step(eager_net, eager_opt, x, target);
     expect_close(step(x, target), eager_loss, tol, "loss");
     const std::vector<Tensor*> mine = compiled_net.parameters(), theirs = eager_net.parameters();
     for (size_t k = 0; k < mine.size(); ++k) expect_close(*mine[k], *theirs[k], tol, "parameter " + std::to_string(k));
