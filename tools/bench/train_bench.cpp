@@ -58,6 +58,22 @@ TrainCase make_case(const std::string& name, Device device) {
     c.parameters = [m] { return m->parameters(); };
     c.loss = [m](const Tensor& x, const Tensor& y) { return cross_entropy(m->forward(x), y); };
     c.keep = m;
+  } else if (name == "mlp_dropout") {  // the same MLP with Dropout(0.2) after each hidden layer
+    struct MlpDropout {
+      explicit MlpDropout(Device d) : mlp(784, 512, 10, d) {}
+      samples::Mlp mlp;
+      nn::Dropout drop{0.2};
+      Tensor forward(const Tensor& x) {
+        return mlp.fc3(drop(relu(mlp.fc2(drop(relu(mlp.fc1(x)))))));
+      }
+    };
+    auto m = std::make_shared<MlpDropout>(device);
+    c.x = randn({32, 784}, device, 1);
+    c.y = labels(32, 10, device);
+    c.shape = "[32,784]";
+    c.parameters = [m] { return m->mlp.parameters(); };
+    c.loss = [m](const Tensor& x, const Tensor& y) { return cross_entropy(m->forward(x), y); };
+    c.keep = m;
   } else if (name == "cnn") {  // the seed CNN, batch 8 at 32x32, cross entropy over its outputs
     auto m = std::make_shared<samples::SmallCnn>(device);
     m->train();  // batch norm with batch statistics
@@ -76,7 +92,7 @@ TrainCase make_case(const std::string& name, Device device) {
     c.loss = [m](const Tensor& x, const Tensor& y) { return mse_loss(m->forward(x), y); };
     c.keep = m;
   } else {
-    throw Error("kiln-bench-train: unknown model '" + name + "' (mlp, cnn, transformer)");
+    throw Error("kiln-bench-train: unknown model '" + name + "' (mlp, mlp_dropout, cnn, transformer)");
   }
   return c;
 }
@@ -147,7 +163,7 @@ void bench(const Args& args) {
 }
 
 int usage() {
-  std::fprintf(stderr, "usage: kiln-bench-train [--devices cpu,vulkan] [--models mlp,cnn,transformer] [--reps N] [--warmup N]\n");
+  std::fprintf(stderr, "usage: kiln-bench-train [--devices cpu,vulkan] [--models mlp,mlp_dropout,cnn,transformer] [--reps N] [--warmup N]\n");
   return 2;
 }
 
