@@ -25,6 +25,15 @@ TEST(DType, PromotionFollowsPyTorch) {
   EXPECT_EQ(promote_types(DType::I32, DType::I64), DType::I64);
   EXPECT_EQ(promote_types(DType::Bool, DType::U8), DType::U8);
   EXPECT_EQ(promote_types(DType::F32, DType::F64), DType::F64);
+  // Integers: the narrowest type that holds both (u8 with i8 is i16, as in PyTorch and NumPy).
+  EXPECT_EQ(promote_types(DType::U8, DType::I8), DType::I16);
+  EXPECT_EQ(promote_types(DType::I8, DType::I16), DType::I16);
+  EXPECT_EQ(promote_types(DType::U16, DType::U32), DType::U32);
+  EXPECT_EQ(promote_types(DType::U16, DType::I16), DType::I32);
+  EXPECT_EQ(promote_types(DType::U32, DType::I64), DType::I64);
+  EXPECT_EQ(promote_types(DType::U64, DType::I8), DType::I64);
+  EXPECT_EQ(promote_types(DType::U8, DType::I32), DType::I32);
+  EXPECT_EQ(promote_types(DType::Bool, DType::U16), DType::U16);
 }
 
 TEST(DType, HalfConvertsExactValuesExactly) {
