@@ -19,13 +19,17 @@ BackendFactory vulkan_backend_factory();
 
 namespace {
 
-// The registered backends, one line each.
+// The registered backends, one line each (a declaration above and an entry here).
 const std::vector<BackendFactory>& factories() {
   static const std::vector<BackendFactory> all = {
 #ifdef KILN_HAVE_VULKAN
       vulkan_backend_factory(),
 #endif
-      cuda_backend_factory(), cpu_backend_factory(), ref_backend_factory(), null_backend_factory()};
+      cuda_backend_factory(),
+      cpu_backend_factory(),
+      ref_backend_factory(),
+      null_backend_factory(),
+  };
   return all;
 }
 
