@@ -72,8 +72,10 @@ Tensor rand_from(Tensor& generator, const Dims& shape, Loc loc) {
   if (!generator.defined() || generator.dtype() != DType::U64 || generator.shape().size() != 0)
     throw Error("rand_from at " + short_location(loc) + ": the generator must be a u64 scalar counter" +
                 (generator.defined() ? ", got " + generator.type().str() : ""));
+  // The increment first: traced, the draw then sits next to its consumers, and fuses with them.
+  Tensor next = add(generator, 1.0, loc);
   Tensor draws = run_op1(OpKind::RandUniform, {generator}, {{"shape", shape.get()}, {"mix", true}}, loc);
-  assign_in_place(generator, add(generator, 1.0, loc));
+  assign_in_place(generator, next);
   return draws;
 }
 

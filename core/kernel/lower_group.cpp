@@ -160,7 +160,8 @@ class Composer {
 
 bool is_pointwise(const Node* n) {
   OpFamily f = op_def(n->kind).family;
-  return (f == OpFamily::Unary || f == OpFamily::Binary) && n->outputs.size() == 1;
+  return (f == OpFamily::Unary || f == OpFamily::Binary || n->kind == OpKind::RandUniform) &&
+         n->outputs.size() == 1;
 }
 
 bool is_view(const Node* n) {

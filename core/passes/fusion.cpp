@@ -44,7 +44,9 @@ std::vector<int> FusionGroup::origins() const {
 
 bool is_fusible_pointwise(const Node& node) {
   OpFamily family = op_def(node.kind).family;
-  return (family == OpFamily::Unary || family == OpFamily::Binary) && node.outputs.size() == 1;
+  // A random draw is pointwise over its own output: element i of its stream.
+  return (family == OpFamily::Unary || family == OpFamily::Binary || node.kind == OpKind::RandUniform) &&
+         node.outputs.size() == 1;
 }
 
 bool is_fusible_view(const Node& node) {

@@ -9,6 +9,7 @@
 
 #include <kiln/kiln.h>
 
+#include "core/trace/bundle.h"
 #include "frontend/train_steps.h"
 #include "runtime/runtime_test_util.h"
 
@@ -40,6 +41,14 @@ void check_rand_calls(Device device) {
   const std::vector<float> compiled_normal = floats(g(zero64));
   for (size_t i = 0; i < normal.size(); ++i) EXPECT_NEAR(compiled_normal[i], normal[i], 1e-5 * (1 + std::abs(normal[i])));
   EXPECT_NE(floats(g(zero64)), compiled_normal);
+  // The draw fuses with its consumers: the mask and the multiply are one kernel, named for both
+  // (the counter's increment is another; past 2^16 elements no horizontal kernel joins the two).
+  auto masked = compile([](const Tensor& x) { return x * cast(ge(rand(x.shape(), x.device()), 0.5), DType::F32); });
+  masked(zeros({300, 300}, device));
+  bool fused = false;
+  for (const trace::BundleKernel& k : masked.bundle().kernels)
+    fused = fused || (k.name.find("rand_uniform") != std::string::npos && k.name.find("mul") != std::string::npos);
+  EXPECT_TRUE(fused) << "no kernel computes both the draw and the multiply";
   // A seed fixes the values: every call the same, on every device.
   auto seeded = compile([](const Tensor& x) { return x + rand(x.shape(), x.device(), 7); });
   const std::vector<float> fixed = floats(rand({4, 5}, Device::ref(), 7));
