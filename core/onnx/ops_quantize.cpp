@@ -23,17 +23,17 @@ Value* per_channel(N& n, Value* c, Value* like, int64_t axis) {
   return n.reshape(c, shape);
 }
 
-// Input `i` as f32 less its zero point (input `zp_i`); a 1-D per-channel operand lines up with
+// Input `i` as f32, lined up with `axis` of `like`.
+Value* f32_along(N& n, size_t i, Value* like, int64_t axis) {
+  return per_channel(n, n.cast(n.input(i), DType::F32), like, axis);
+}
+
+// Input `i` as f32 less its zero point (input `zp_i`); a 1-D per-channel zero point lines up with
 // `axis`.
 Value* minus_zero_point(N& n, size_t i, size_t zp_i, int64_t axis) {
   Value* v = n.cast(n.input(i), DType::F32);
   if (!n.has_input(zp_i)) return v;
-  return n.emit(OpKind::Sub, {v, per_channel(n, n.cast(n.input(zp_i), DType::F32), v, axis)});
-}
-
-// Input `i` as f32, lined up with `axis` of `like`.
-Value* f32_along(N& n, size_t i, Value* like, int64_t axis) {
-  return per_channel(n, n.cast(n.input(i), DType::F32), like, axis);
+  return n.emit(OpKind::Sub, {v, f32_along(n, zp_i, v, axis)});
 }
 
 // round(scaled) + zero point, saturated to `out`'s range and cast to it.
