@@ -26,13 +26,27 @@ void unary(OpTable& t, const std::string& name, OpKind kind, bool float_only) {
   };
 }
 
+// Before opset 7, broadcast=1 lines B's dims up with A's from `axis` (default: A's last dims):
+// B as A's rank, with 1 elsewhere, broadcasts the same way today's rules do.
+Value* legacy_broadcast_operand(N& n, Value* a, Value* b) {
+  const int64_t ra = int64_t(a->type.rank()), rb = int64_t(b->type.rank());
+  int64_t axis = n.attr_int("axis", ra - rb);
+  if (axis < 0) axis += ra;
+  if (axis < 0 || axis + rb > ra)
+    n.fail("legacy broadcast: B " + b->type.str() + " does not fit A " + a->type.str() + " at axis " +
+           std::to_string(n.attr_int("axis", ra - rb)));
+  Shape shape(size_t(ra), SymInt(1));
+  for (int64_t i = 0; i < rb; ++i) shape[size_t(axis + i)] = b->type.shape[size_t(i)];
+  return n.reshape(b, shape);
+}
+
 // Binary op; the result keeps the first operand's dtype (ONNX types both the same, except Pow).
 void binary(OpTable& t, const std::string& name, OpKind kind) {
   t[name] = [kind](N& n) {
-    if (n.opset() < 7 && n.attr_int("broadcast", 0) && n.has_attr("axis"))
-      n.unsupported("legacy broadcast with an axis (opset < 7)");
     Value* a = n.input(0);
-    Value* r = n.emit(kind, {a, n.input(1)});
+    Value* b = n.input(1);
+    if (n.opset() < 7 && n.attr_int("broadcast", 0)) b = legacy_broadcast_operand(n, a, b);
+    Value* r = n.emit(kind, {a, b});
     if (kind == OpKind::Pow) r = n.cast(r, a->type.dtype);
     n.set_output(0, r);
   };

@@ -454,5 +454,21 @@ TEST(OnnxImport, RecurrentSequenceShorterThanTheInputIsUnsupported) {
   }
 }
 
+TEST(OnnxImport, LegacyBroadcastLinesBUpWithAFromTheAxis) {
+  ModelBuilder b(6);  // broadcast=1 with an axis: before opset 7
+  b.input("a", {2, 3, 2});
+  b.init("b", {3}, {10, 20, 30});
+  auto* add = b.node("Add", "add", {"a", "b"}, {"y"});
+  ModelBuilder::attr_int(add, "broadcast", 1);
+  ModelBuilder::attr_int(add, "axis", 1);
+  b.output("y");
+  ImportedModel m = import_onnx(b.save(temp_dir("legacy_broadcast")));
+  // b[j] is added to a[i][j][k]: a = 0..11 row-major.
+  std::vector<float> a(12);
+  for (int i = 0; i < 12; ++i) a[size_t(i)] = float(i);
+  EXPECT_EQ(run_f32(m, {from_vector<float>(a, {2, 3, 2})}),
+            (std::vector<float>{10, 11, 22, 23, 34, 35, 16, 17, 28, 29, 40, 41}));
+}
+
 }  // namespace
 }  // namespace kiln::onnx
