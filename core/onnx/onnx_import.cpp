@@ -4,6 +4,7 @@
 
 #include <cctype>
 #include <filesystem>
+#include <set>
 
 #include "core/onnx/import_context.h"
 #include "core/onnx/proto_io.h"
@@ -114,6 +115,15 @@ struct Importer {
     return true;
   }
 
+  // An op without a mapping: "op not supported", or why kiln cannot express it.
+  static std::string why_not_supported(const std::string& op_type) {
+    static const std::set<std::string> data_dependent = {"NonZero", "Unique", "NonMaxSuppression"};
+    if (data_dependent.count(op_type))
+      return "op not supported: its output's size depends on the input's values, and kiln sizes "
+             "every value from the input shapes";
+    return "op not supported";
+  }
+
   void map_node(ImportContext& ctx, const kiln_onnx::NodeProto& node) {
     const std::string label = node.op_type() + " (" +
                               (node.name().empty() ? "unnamed" : "'" + node.name() + "'") + ")";
@@ -126,7 +136,7 @@ struct Importer {
     }
     auto it = op_table().find(node.op_type());
     if (it == op_table().end()) {
-      unsupported.push_back(label + ": op not supported");
+      unsupported.push_back(label + ": " + why_not_supported(node.op_type()));
       return poison();
     }
     for (const auto& in : node.input())
