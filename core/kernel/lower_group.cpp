@@ -11,6 +11,7 @@
 #include <map>
 #include <set>
 
+#include "core/ir/fusible_ops.h"
 #include "core/support/error.h"
 
 namespace kiln::kernel {
@@ -158,35 +159,6 @@ class Composer {
   std::map<const Expr*, ExprRef> memo_;  // source expressions stay alive for the whole lowering
 };
 
-bool is_pointwise(const Node* n) {
-  OpFamily f = op_def(n->kind).family;
-  return (f == OpFamily::Unary || f == OpFamily::Binary || n->kind == OpKind::RandUniform) &&
-         n->outputs.size() == 1;
-}
-
-bool is_view(const Node* n) {
-  switch (n->kind) {
-    case OpKind::Reshape: case OpKind::Permute: case OpKind::Expand: case OpKind::Slice:
-      return n->inputs.size() == 1 && n->outputs.size() == 1;
-    default:
-      return false;
-  }
-}
-
-bool is_reduction(const Node* n) {
-  switch (n->kind) {
-    case OpKind::Sum: case OpKind::Mean: case OpKind::ReduceMax: case OpKind::ReduceMin: case OpKind::Prod:
-      return true;
-    default:
-      return false;
-  }
-}
-
-bool is_anchor(const Node* n) {
-  OpFamily f = op_def(n->kind).family;
-  return n->outputs.size() == 1 && (is_reduction(n) || f == OpFamily::Linalg || f == OpFamily::Conv);
-}
-
 std::vector<TensorType> types_of(const std::vector<Value*>& values) {
   std::vector<TensorType> out;
   for (const Value* v : values) out.push_back(v->type);
@@ -230,17 +202,17 @@ LoweredGroup lower_group(const std::vector<const Node*>& nodes, const std::vecto
   size_t anchor = nodes.size();
   for (size_t i = 0; i < nodes.size(); ++i) {
     const Node* n = nodes[i];
-    if (is_pointwise(n)) continue;
-    if (is_view(n)) {
+    if (is_elementwise(*n)) continue;
+    if (is_index_view(*n)) {
       if (anchor < nodes.size())
         throw fail(node_text(n) + " is a view after the group's anchor; only pointwise consumers fuse "
                    "into an epilogue");
       continue;
     }
-    if (!is_anchor(n) || anchor < nodes.size())
+    if (!is_epilogue_anchor(*n) || anchor < nodes.size())
       throw fail(node_text(n) + " is not pointwise; only pointwise chains with views, a reduction of "
                  "them, and pointwise consumers of one reduction/matmul/conv fuse");
-    if (i > 0 && !is_reduction(n))
+    if (i > 0 && !is_plain_reduction(*n))
       throw fail(node_text(n) + " is not pointwise and does not fuse the nodes before it; only a "
                  "sum/mean/max/min/prod reduction does");
     anchor = i;

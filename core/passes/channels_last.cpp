@@ -109,7 +109,7 @@ class ChannelsLast {
   // permute's input, a value without spatial extent ([C, 1, 1] or [1, C, 1, 1], reshaped to
   // [1, 1, 1, C]), or one that broadcasts from all ones. Returns the new permute, or null.
   Node* sink(Node& user) {
-    if (!is_fusible_pointwise(user) || user.output()->type.rank() != 4) return nullptr;
+    if (!is_elementwise(user) || user.output()->type.rank() != 4) return nullptr;
     const Shape& shape = user.output()->type.shape;
     std::vector<Value*> inputs;
     for (Value* v : user.inputs) {

@@ -16,20 +16,10 @@
 namespace kiln {
 namespace {
 
-
-bool is_fusible_reduction(const Node& node) {
-  switch (node.kind) {
-    case OpKind::Sum: case OpKind::Mean: case OpKind::ReduceMax: case OpKind::ReduceMin: case OpKind::Prod:
-      return node.inputs.size() == 1 && node.outputs.size() == 1;
-    default:
-      return false;
-  }
-}
-
 FusionKind kind_alone(const Node& n) {
   if (n.kind == OpKind::Constant) return FusionKind::Constant;
-  if (is_fusible_pointwise(n)) return FusionKind::Pointwise;
-  if (is_fusible_reduction(n)) return FusionKind::Reduce;
+  if (is_elementwise(n)) return FusionKind::Pointwise;
+  if (is_plain_reduction(n)) return FusionKind::Reduce;
   return FusionKind::Single;
 }
 
@@ -40,28 +30,6 @@ std::vector<int> FusionGroup::origins() const {
   for (const Node* n : nodes) ids.push_back(n->id);
   std::sort(ids.begin(), ids.end());
   return ids;
-}
-
-bool is_fusible_pointwise(const Node& node) {
-  OpFamily family = op_def(node.kind).family;
-  // A random draw is pointwise over its own output: element i of its stream.
-  return (family == OpFamily::Unary || family == OpFamily::Binary || node.kind == OpKind::RandUniform) &&
-         node.outputs.size() == 1;
-}
-
-bool is_fusible_view(const Node& node) {
-  switch (node.kind) {
-    case OpKind::Reshape: case OpKind::Permute: case OpKind::Expand: case OpKind::Slice:
-      return node.inputs.size() == 1 && node.outputs.size() == 1;
-    default:
-      return false;
-  }
-}
-
-bool is_epilogue_anchor(const Node& node) {
-  OpFamily family = op_def(node.kind).family;
-  return is_fusible_reduction(node) ||
-         ((family == OpFamily::Linalg || family == OpFamily::Conv) && node.outputs.size() == 1);
 }
 
 std::vector<FusionGroup> fuse_graph(const Graph& graph, const FusionOptions& options) {
@@ -113,7 +81,7 @@ std::vector<FusionGroup> fuse_graph(const Graph& graph, const FusionOptions& opt
     const Value* v = anchor->output();
     if (graph_outputs.count(v) || users[v].empty()) return false;
     for (const Node* u : users[v])
-      if (!is_fusible_pointwise(*u) || !same_shape(u->output()->type.shape, v->type.shape)) return false;
+      if (!is_elementwise(*u) || !same_shape(u->output()->type.shape, v->type.shape)) return false;
     return true;
   };
 
@@ -122,7 +90,7 @@ std::vector<FusionGroup> fuse_graph(const Graph& graph, const FusionOptions& opt
   auto extends_template_chain = [&](const Node* n) {
     const FusionGroup& g = groups.back();
     const Value* last = g.nodes.back()->output();
-    if (!is_fusible_pointwise(*n) || n->inputs.size() > 2 || !same_shape(n->output()->type.shape, open.space) ||
+    if (!is_elementwise(*n) || n->inputs.size() > 2 || !same_shape(n->output()->type.shape, open.space) ||
         graph_outputs.count(last) || users[last].size() != 1 || users[last][0] != n)
       return false;
     for (const Value* v : n->inputs)
@@ -143,18 +111,18 @@ std::vector<FusionGroup> fuse_graph(const Graph& graph, const FusionOptions& opt
     }
     const Value* in = n->inputs.empty() ? nullptr : n->inputs[0];
     if (!open.anchor) {
-      if (is_fusible_pointwise(*n) && same_shape(n->output()->type.shape, open.space)) {
+      if (is_elementwise(*n) && same_shape(n->output()->type.shape, open.space)) {
         join(n);
         return true;
       }
-      if (options.fuse_views && is_fusible_view(*n) && in->producer && open.members.count(in->producer)) {
+      if (options.fuse_views && is_index_view(*n) && in->producer && open.members.count(in->producer)) {
         bool keeps_size = numel(in->type.shape).same_as(numel(n->output()->type.shape));
         if (!keeps_size && !read_only_inside(n)) return false;
         join(n);
         open.space = n->output()->type.shape;
         return true;
       }
-      if (options.fuse_reductions && is_fusible_reduction(*n) && in->producer &&
+      if (options.fuse_reductions && is_plain_reduction(*n) && in->producer &&
           open.members.count(in->producer) && same_shape(in->type.shape, open.space) && read_only_inside(n)) {
         join(n);
         g.kind = FusionKind::Reduce;
@@ -164,10 +132,10 @@ std::vector<FusionGroup> fuse_graph(const Graph& graph, const FusionOptions& opt
       }
       return false;
     }
-    if (!options.fuse_epilogues || !is_fusible_pointwise(*n) || !reads_open(n) ||
+    if (!options.fuse_epilogues || !is_elementwise(*n) || !reads_open(n) ||
         !same_shape(n->output()->type.shape, open.space))
       return false;
-    if (!is_fusible_reduction(*open.anchor) && !only_pointwise_readers(open.anchor)) return false;
+    if (!is_plain_reduction(*open.anchor) && !only_pointwise_readers(open.anchor)) return false;
     join(n);
     if (g.kind == FusionKind::Single) g.kind = FusionKind::Epilogue;
     return true;
@@ -175,7 +143,7 @@ std::vector<FusionGroup> fuse_graph(const Graph& graph, const FusionOptions& opt
 
   auto start = [&](const Node* n) {
     open = Open{};
-    bool chain = is_fusible_pointwise(*n) || (options.fuse_views && is_fusible_view(*n));
+    bool chain = is_elementwise(*n) || (options.fuse_views && is_index_view(*n));
     bool kept = options.fuse_epilogues && is_epilogue_anchor(*n) && options.keep_alone && options.keep_alone(*n);
     bool anchor = options.fuse_epilogues && is_epilogue_anchor(*n) && (!kept || options.template_epilogue);
     groups.push_back({chain ? FusionKind::Pointwise : kind_alone(*n), {n}, {}});
@@ -201,7 +169,7 @@ std::vector<FusionGroup> fuse_graph(const Graph& graph, const FusionOptions& opt
       if (try_join(n)) continue;
       // Pointwise nodes and anchors start groups of their own; anything else that does not need
       // the open group runs before it.
-      if (!reads_open(n) && !is_fusible_pointwise(*n) && !is_epilogue_anchor(*n)) {
+      if (!reads_open(n) && !is_elementwise(*n) && !is_epilogue_anchor(*n)) {
         add_closed(n);
         continue;
       }

@@ -12,6 +12,7 @@
 #include <string>
 #include <vector>
 
+#include "core/ir/fusible_ops.h"
 #include "core/ir/graph.h"
 
 namespace kiln {
@@ -51,12 +52,6 @@ struct FusionOptions {
   // of that value, plus at most one operand from outside the group. Unset: no epilogue.
   std::function<bool(const Node& anchor, const std::vector<const Node*>& epilogue)> template_epilogue;
 };
-
-bool is_fusible_pointwise(const Node& node);
-// reshape, permute, expand, slice: one load through an index map, so they can join a chain.
-bool is_fusible_view(const Node& node);
-// The ops whose single Reduce kernel can take pointwise consumers in its epilogue.
-bool is_epilogue_anchor(const Node& node);
 
 // Groups in execution order; every node of `graph` is in exactly one group, and every group comes
 // after the groups producing its inputs.

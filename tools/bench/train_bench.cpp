@@ -50,24 +50,15 @@ Tensor labels(int64_t batch, int64_t classes, Device device) {
 
 TrainCase make_case(const std::string& name, Device device) {
   TrainCase c;
-  if (name == "mlp") {  // 784-512-512-10, batch 32, cross entropy
-    auto m = std::make_shared<samples::Mlp>(784, 512, 10, device);
-    c.x = randn({32, 784}, device, 1);
-    c.y = labels(32, 10, device);
-    c.shape = "[32,784]";
-    c.parameters = [m] { return m->parameters(); };
-    c.loss = [m](const Tensor& x, const Tensor& y) { return cross_entropy(m->forward(x), y); };
-    c.keep = m;
-  } else if (name == "mlp_dropout") {  // the same MLP with Dropout(0.2) after each hidden layer
-    struct MlpDropout {
-      explicit MlpDropout(Device d) : mlp(784, 512, 10, d) {}
+  if (name == "mlp" || name == "mlp_dropout") {  // 784-512-512-10, batch 32, cross entropy
+    // mlp_dropout: the same MLP with Dropout(p) after each hidden layer's relu.
+    struct MlpWithDropout {
+      MlpWithDropout(Device d, double p) : mlp(784, 512, 10, d), drop(p) {}
       samples::Mlp mlp;
-      nn::Dropout drop{0.2};
-      Tensor forward(const Tensor& x) {
-        return mlp.fc3(drop(relu(mlp.fc2(drop(relu(mlp.fc1(x)))))));
-      }
+      nn::Dropout drop;
+      Tensor forward(const Tensor& x) { return mlp.fc3(drop(relu(mlp.fc2(drop(relu(mlp.fc1(x))))))); }
     };
-    auto m = std::make_shared<MlpDropout>(device);
+    auto m = std::make_shared<MlpWithDropout>(device, name == "mlp" ? 0.0 : 0.2);
     c.x = randn({32, 784}, device, 1);
     c.y = labels(32, 10, device);
     c.shape = "[32,784]";
