@@ -19,12 +19,14 @@ using namespace kiln::templates;
 const char kConvTemplate[] =
 #include "conv2d.comp.inc"
     ;
-
+const char kConvTexelTemplate[] =
+#include "conv2d_texel.comp.inc"
+    ;
 
 }  // namespace
 
-std::string conv_source(const ConvTile& t, int kh, int kw, bool pointwise, bool depthwise, int sw,
-                        int dw, bool has_bias) {
+std::string conv_source(const ConvTile& t, int kh, int kw, ConvVariant variant, int sw, int dw,
+                        bool has_bias) {
   std::string s = "#version 450\n";
   auto define = [&](const char* name, int value) { s += glsl_define(name, value); };
   define("KH", kh);
@@ -33,29 +35,54 @@ std::string conv_source(const ConvTile& t, int kh, int kw, bool pointwise, bool 
   define("TN", t.tn);
   define("WG_X", t.wg_x);
   define("WG_Y", t.wg_y);
-  define("POINTWISE", pointwise);
-  define("DEPTHWISE", depthwise);
   define("SW", sw);
   define("DW", dw);
   define("HAS_BIAS", has_bias);
+  if (variant != ConvVariant::Texel) {
+    define("POINTWISE", variant == ConvVariant::Pointwise);
+    define("DEPTHWISE", variant == ConvVariant::Depthwise);
+  }
   s += "#line 1\n";
-  s += kConvTemplate;
+  s += variant == ConvVariant::Texel ? kConvTexelTemplate : kConvTemplate;
   return s;
 }
 
-std::optional<TemplateLaunch> conv_template_launch(const OpRun& run, const DeviceCaps& caps) {
+namespace {
+
+ConvVariant choose_variant(const ConvProblem& problem, const DeviceCaps& caps, const ConvTemplateOptions& options) {
+  const ConvParams& p = problem.params;
+  if (p.cg == 1 && p.groups > 1) return ConvVariant::Depthwise;
+  // The texel variant finds every 4 input channels of a weight row on whole texels.
+  if (p.cg % 4 == 0 && options.texel.value_or(caps.is_cpu)) return ConvVariant::Texel;
+  const bool pointwise = problem.kh == 1 && problem.kw == 1 && p.sh == 1 && p.sw == 1 && p.ph == 0 &&
+                         p.pw == 0 && p.oh == p.h && p.ow == p.w;
+  return pointwise ? ConvVariant::Pointwise : ConvVariant::Direct;
+}
+
+const char* variant_suffix(ConvVariant variant) {
+  switch (variant) {
+    case ConvVariant::Depthwise: return "_dw";
+    case ConvVariant::Pointwise: return "_1x1";
+    case ConvVariant::Texel: return "_texel";
+    case ConvVariant::Direct: break;
+  }
+  return "";
+}
+
+}  // namespace
+
+std::optional<TemplateLaunch> conv_template_launch(const OpRun& run, const DeviceCaps& caps,
+                                                   const ConvTemplateOptions& options) {
   const std::optional<ConvProblem> problem = decode_conv(run);
   if (!problem || problem->channels_last) return std::nullopt;  // channels-last: the generic kernel
   const ConvParams& p = problem->params;
   const int kh = problem->kh, kw = problem->kw;
   const bool has_bias = problem->has_bias;
   const int64_t groups = p.groups;
-  const bool depthwise = p.cg == 1 && groups > 1;
-  const bool pointwise = !depthwise && kh == 1 && kw == 1 && p.sh == 1 && p.sw == 1 && p.ph == 0 &&
-                         p.pw == 0 && p.oh == p.h && p.ow == p.w;
+  const ConvVariant variant = choose_variant(*problem, caps, options);
   ConvTile tile;
   std::array<int64_t, 3> grid{};
-  if (depthwise) {
+  if (variant == ConvVariant::Depthwise) {
     // One invocation per TM adjacent pixels of a row; a workgroup spans a row (up to 16 * TM).
     tile.tm = 8;
     tile.tn = 1;
@@ -70,7 +97,9 @@ std::optional<TemplateLaunch> conv_template_launch(const OpRun& run, const Devic
     tile.tn = int(std::min<int64_t>(8, pow2_at_least((p.og + tile.wg_y - 1) / tile.wg_y)));
     tile.wg_x = 64 / tile.wg_y;
     tile.tm = 8;
-    const int64_t m = int64_t(p.oh) * p.ow;
+    // Pixels: the texel variant's invocations take TM-pixel segments of one output row.
+    const int64_t m = variant == ConvVariant::Texel ? int64_t(p.oh) * ((p.ow + tile.tm - 1) / tile.tm) * tile.tm
+                                                    : int64_t(p.oh) * p.ow;
     grid = {(m + tile.wg_x * tile.tm - 1) / (tile.wg_x * tile.tm),
             (p.og + tile.wg_y * tile.tn - 1) / (tile.wg_y * tile.tn), problem->batch * groups};
   }
@@ -82,9 +111,8 @@ std::optional<TemplateLaunch> conv_template_launch(const OpRun& run, const Devic
     if (g > 65535) return std::nullopt;
 
   TemplateLaunch launch;
-  launch.name = std::string("conv2d_f32") + (depthwise ? "_dw" : pointwise ? "_1x1" : "") +
-                (has_bias ? "_bias" : "");
-  launch.source = conv_source(tile, kh, kw, pointwise, depthwise, p.sw, p.dw, has_bias);
+  launch.name = std::string("conv2d_f32") + variant_suffix(variant) + (has_bias ? "_bias" : "");
+  launch.source = conv_source(tile, kh, kw, variant, p.sw, p.dw, has_bias);
   launch.args = {0, 1};
   if (has_bias) launch.args.push_back(2);
   launch.args.push_back(int(run.inputs.size()));  // the output
@@ -93,10 +121,11 @@ std::optional<TemplateLaunch> conv_template_launch(const OpRun& run, const Devic
   return launch;
 }
 
-TemplatePlanner with_conv_template(TemplatePlanner next) {
-  return [next = std::move(next)](const OpRun& run, const DeviceCaps& caps) -> std::optional<TemplateLaunch> {
+TemplatePlanner with_conv_template(TemplatePlanner next, ConvTemplateOptions options) {
+  return [next = std::move(next), options](const OpRun& run,
+                                           const DeviceCaps& caps) -> std::optional<TemplateLaunch> {
     if (run.kind == OpKind::Conv)
-      if (std::optional<TemplateLaunch> launch = conv_template_launch(run, caps)) return launch;
+      if (std::optional<TemplateLaunch> launch = conv_template_launch(run, caps, options)) return launch;
     return next ? next(run, caps) : std::nullopt;
   };
 }

@@ -1,5 +1,5 @@
-// The Vulkan conv template (shaders/conv2d.comp): every variant (implicit GEMM, 1x1 pointwise,
-// depthwise) against the cpu reference over strides, asymmetric pads, dilations, groups, channel
+// The Vulkan conv templates (shaders/conv2d.comp, shaders/conv2d_texel.comp): every variant
+// (implicit GEMM with storage or texel reads, 1x1 pointwise, depthwise) against the cpu reference over strides, asymmetric pads, dilations, groups, channel
 // multipliers, bias and 1-d, under the Khronos validation layer with zero messages; a compiled
 // program runs a lone conv with the template; per-layer timings of ResNet-18 / MobileNetV2 shapes.
 #include <gtest/gtest.h>
@@ -107,9 +107,13 @@ class VulkanConv : public testing::VulkanTemplateTest<> {
     if (IsSkipped() || HasFatalFailure()) return;
     runner_ = std::make_unique<KernelRunner>(*vk_,
                                              KernelRunnerOptions{.templates = vulkan::with_conv_template({})});
+    for (bool texel : {false, true})
+      forced_.push_back(std::make_unique<KernelRunner>(
+          *vk_, KernelRunnerOptions{.templates = vulkan::with_conv_template({}, {.texel = texel})}));
   }
   void TearDown() override {
     runner_.reset();
+    forced_.clear();
     VulkanTemplateTest::TearDown();
   }
 
@@ -119,17 +123,21 @@ class VulkanConv : public testing::VulkanTemplateTest<> {
     return in;
   }
 
-  // Template on Vulkan vs the cpu reference; also checks that the template (not the lowering) ran.
+  // The template on Vulkan, as the device chooses it and with storage and texel reads forced, vs the
+  // cpu reference; also checks that the template (not the lowering) ran.
   void check(const ConvCase& c, uint32_t seed) {
     const auto in = inputs_for(c, seed);
-    const size_t before = runner_->stats().template_launches;
-    std::vector<float> got = run_conv(*vk_, runner_.get(), c, in);
-    EXPECT_EQ(runner_->stats().template_launches, before + 1) << c.name;
     std::vector<float> want = run_conv(*cpu_, nullptr, c, in);
-    expect_close_sums(got, want, numel(c.w) / c.w[0], c.name);
+    for (KernelRunner* runner : {runner_.get(), forced_[0].get(), forced_[1].get()}) {
+      const size_t before = runner->stats().template_launches;
+      std::vector<float> got = run_conv(*vk_, runner, c, in);
+      EXPECT_EQ(runner->stats().template_launches, before + 1) << c.name;
+      expect_close_sums(got, want, numel(c.w) / c.w[0], c.name);
+    }
   }
 
   std::unique_ptr<KernelRunner> runner_;
+  std::vector<std::unique_ptr<KernelRunner>> forced_;  // storage reads, texel reads
 };
 
 TEST_F(VulkanConv, ImplicitGemmMatchesCpuOverStridesPadsDilationsGroupsAndBias) {
@@ -147,6 +155,15 @@ TEST_F(VulkanConv, ImplicitGemmMatchesCpuOverStridesPadsDilationsGroupsAndBias) 
       {"1x1_pad1_is_not_pointwise", {1, 4, 5, 5}, {3, 4, 1, 1}, true, {1, 1}, {1, 1, 1, 1}, {1, 1}, 1},
       {"conv1d_stride2_pad", {2, 3, 20}, {5, 3, 4}, true, {2}, {1, 2}, {1}, 1},
       {"kernel_covers_whole_input", {1, 2, 3, 3}, {4, 2, 3, 3}, false, {1, 1}, {0, 0, 0, 0}, {1, 1}, 1},
+      // Channels per group a multiple of 4: the texel variant takes these where texels are chosen.
+      // Rows of 7 and 13 start mid-texel; pads past a whole texel; the first row reads before the
+      // buffer's start.
+      {"texel_3x3_rows_of_7", {2, 8, 7, 7}, {12, 8, 3, 3}, true, {1, 1}, {1, 1, 1, 1}, {1, 1}, 1},
+      {"texel_5x5_stride3_pads_past_a_texel", {1, 4, 19, 13}, {9, 4, 5, 5}, false, {3, 3}, {5, 1, 2, 6}, {1, 1}, 1},
+      {"texel_dilation2_stride2", {1, 12, 16, 18}, {10, 12, 3, 3}, true, {2, 2}, {2, 2, 2, 2}, {2, 2}, 1},
+      {"texel_groups2_wide_output", {1, 16, 9, 30}, {70, 8, 3, 1}, true, {1, 2}, {1, 0, 1, 0}, {1, 1}, 2},
+      {"texel_1x1", {1, 32, 6, 10}, {20, 32, 1, 1}, true, {1, 1}, {0, 0, 0, 0}, {1, 1}, 1},
+      {"texel_conv1d", {3, 8, 21}, {6, 8, 3}, false, {1}, {2, 1}, {3}, 1},
   };
   uint32_t seed = 10;
   for (const ConvCase& c : cases) check(c, seed += 3);
@@ -210,10 +227,10 @@ TEST_F(VulkanConv, CompiledProgramRunsConvsWithTheTemplate) {
 
 // The pointwise chain after a conv or matmul runs inside its template, where it stores: a
 // per-channel scale and a clip, a full-size residual and a relu, a bias along a matmul's columns, a
-// scalar operand on the left of a sub, and gelu. Three launches, each a template; the results match
-// the interpreter on cpu.
+// scalar operand on the left of a sub, and gelu. Three launches, each a template (the convs one of each
+// implicit-GEMM variant); the results match the interpreter on cpu.
 TEST_F(VulkanConv, CompiledConvsAndMatmulsRunTheirEpiloguesInTheTemplate) {
-  Graph g = parse_checked(R"(graph @main(%0: f32[1,4,10,10] "x", %1: f32[8,4,3,3] "w", %2: f32[8] "b", %3: f32[8,1,1] "scale", %4: f32[8,8,1,1] "w2", %5: f32[64,96] "a", %6: f32[96,64] "m", %7: f32[64] "bias") {
+  Graph g = parse_checked(R"(graph @main(%0: f32[1,3,10,10] "x", %1: f32[8,3,3,3] "w", %2: f32[8] "b", %3: f32[8,1,1] "scale", %4: f32[8,8,1,1] "w2", %5: f32[64,96] "a", %6: f32[96,64] "m", %7: f32[64] "bias") {
   %8: f32[1,8,10,10] = conv(%0, %1, %2) {stride=[1,1], padding=[1,1,1,1], dilation=[1,1], groups=1, channels_last=false}
   %9: f32[1,8,10,10] = mul(%8, %3)
   %10: f32[1,8,10,10] = clip(%9) {min=0.0, max=6.0}
@@ -229,14 +246,14 @@ TEST_F(VulkanConv, CompiledConvsAndMatmulsRunTheirEpiloguesInTheTemplate) {
 })");
   Device vk = Device::parse("vulkan");
   PlannedProgram program(g, vk);
-  std::vector<Tensor> cpu_in = {randn({1, 4, 10, 10}, Device::cpu(), 11), randn({8, 4, 3, 3}, Device::cpu(), 12),
+  std::vector<Tensor> cpu_in = {randn({1, 3, 10, 10}, Device::cpu(), 11), randn({8, 3, 3, 3}, Device::cpu(), 12),
                                 randn({8}, Device::cpu(), 13),           randn({8, 1, 1}, Device::cpu(), 14),
                                 randn({8, 8, 1, 1}, Device::cpu(), 15),  randn({64, 96}, Device::cpu(), 16),
                                 randn({96, 64}, Device::cpu(), 17),      randn({64}, Device::cpu(), 18)};
   std::vector<Tensor> vk_in;
   for (const Tensor& t : cpu_in) vk_in.push_back(t.to(vk));
   std::vector<Tensor> got = run_program(program, vk_in), want = interpret(g, cpu_in);
-  expect_close_sums(got[0].to_vector<float>(), want[0].to_vector<float>(), 36 * 8, "conv epilogues, compiled");
+  expect_close_sums(got[0].to_vector<float>(), want[0].to_vector<float>(), 27 * 8, "conv epilogues, compiled");
   expect_close_sums(got[1].to_vector<float>(), want[1].to_vector<float>(), 96, "matmul epilogue, compiled");
   std::vector<std::string> names;
   for (const PlannedLaunch& l : program.launches()) {
@@ -244,8 +261,8 @@ TEST_F(VulkanConv, CompiledConvsAndMatmulsRunTheirEpiloguesInTheTemplate) {
     names.push_back(l.name);
   }
   ASSERT_EQ(names.size(), 3u);
-  EXPECT_EQ(names[0], "conv2d_f32_bias_mul_clip");
-  EXPECT_EQ(names[1], "conv2d_f32_1x1_add_relu");
+  EXPECT_EQ(names[0], "conv2d_f32_bias_mul_clip");  // 3 input channels: storage reads
+  EXPECT_EQ(names[1], "conv2d_f32_texel_add_relu");  // 8 channels: lavapipe reads texels
   EXPECT_NE(names[2].find("_add_sub_gelu"), std::string::npos) << names[2];
 }
 

@@ -9,6 +9,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <functional>
+#include <optional>
 #include <string>
 #include <thread>
 #include <vector>
@@ -39,6 +40,7 @@ struct Args {
   int64_t mib = 64;       // elementwise: bytes of each operand
   int64_t ops = 2000;     // eager: chain length
   int64_t elements = 1024;
+  int64_t batch = 1;      // conv, pool: images per run
 };
 
 double seconds_since(Clock::time_point start) {
@@ -355,6 +357,82 @@ void bench_eager(const Args& args) {
   }
 }
 
+// Parses a device name, or prints why it is skipped.
+std::optional<Device> open_device(const std::string& name) {
+  try {
+    return Device::parse(name);
+  } catch (const Error& e) {
+    std::printf("%-10s skipped: %s\n", name.c_str(), e.what());
+    return std::nullopt;
+  }
+}
+
+// 3x3 convs (stride 1, pad 1) at ResNet-18's four layer shapes beside a matmul of the conv's
+// implicit-GEMM size (M = output pixels, N = output channels, K = C * 9) on the same device, in the
+// same run: the ratio is how close conv comes to the matmul machinery.
+void bench_conv(const Args& args) {
+  std::printf("\nconv2d 3x3 f32 at ResNet-18 layer shapes, batch %lld, median of %d\n", (long long)args.batch,
+              args.reps);
+  std::printf("%-10s %-16s %10s %10s %16s %10s %10s %12s\n", "device", "C=O, HxW", "conv ms", "GFLOP/s",
+              "matmul MxNxK", "ms", "GFLOP/s", "conv/matmul");
+  struct Layer {
+    int64_t channels, size;
+  };
+  for (const std::string& name : args.devices) {
+    std::optional<Device> device = open_device(name);
+    if (!device) continue;
+    for (Layer layer : {Layer{64, 56}, Layer{128, 28}, Layer{256, 14}, Layer{512, 7}}) {
+      const int64_t c = layer.channels, hw = layer.size;
+      const int64_t m = args.batch * hw * hw, n = c, k = c * 9;
+      const double flop = 2.0 * double(m) * double(n) * double(k);
+      Tensor x = randn({args.batch, c, hw, hw}, *device), w = randn({c, c, 3, 3}, *device);
+      const double conv_s = time_median(args.reps, [&] {
+        Tensor y = conv2d(x, w, {}, 1, 1);
+        wait_for(*device);
+      });
+      Tensor a = randn({m, k}, *device), b = randn({k, n}, *device);
+      const double matmul_s = time_median(args.reps, [&] {
+        Tensor y = matmul(a, b);
+        wait_for(*device);
+      });
+      const std::string shape = std::to_string(c) + ", " + std::to_string(hw) + "x" + std::to_string(hw);
+      const std::string gemm = std::to_string(m) + "x" + std::to_string(n) + "x" + std::to_string(k);
+      std::printf("%-10s %-16s %10.3f %10.2f %16s %10.3f %10.2f %11.2fx\n", name.c_str(), shape.c_str(),
+                  conv_s * 1e3, flop / conv_s / 1e9, gemm.c_str(), matmul_s * 1e3, flop / matmul_s / 1e9,
+                  matmul_s / conv_s);
+    }
+  }
+}
+
+// ResNet's first pool (max 3x3, stride 2, pad 1 on 64x112x112) and a 2x2 average pool, beside a
+// pointwise op (neg) over the same input: a copy of the pool's input bytes.
+void bench_pool(const Args& args) {
+  std::printf("\npooling f32 on [%lld, 64, 112, 112], median of %d\n", (long long)args.batch, args.reps);
+  std::printf("%-10s %-24s %10s %14s %12s\n", "device", "op", "ms", "copy (neg) ms", "op/copy");
+  for (const std::string& name : args.devices) {
+    std::optional<Device> device = open_device(name);
+    if (!device) continue;
+    Tensor x = randn({args.batch, 64, 112, 112}, *device);
+    const double copy_s = time_median(args.reps, [&] {
+      Tensor y = neg(x);
+      wait_for(*device);
+    });
+    struct Case {
+      const char* name;
+      std::function<Tensor()> run;
+    };
+    const Case cases[] = {{"max_pool2d k3 s2 p1", [&] { return max_pool2d(x, 3, 2, 1); }},
+                          {"avg_pool2d k2 s2", [&] { return avg_pool2d(x, 2); }}};
+    for (const Case& c : cases) {
+      const double s = time_median(args.reps, [&] {
+        Tensor y = c.run();
+        wait_for(*device);
+      });
+      std::printf("%-10s %-24s %10.3f %14.3f %11.2fx\n", name.c_str(), c.name, s * 1e3, copy_s * 1e3, s / copy_s);
+    }
+  }
+}
+
 std::vector<int64_t> parse_sizes(const char* text) {
   std::vector<int64_t> out;
   for (const char* p = text; *p;) {
@@ -366,12 +444,12 @@ std::vector<int64_t> parse_sizes(const char* text) {
 
 int usage() {
   std::fprintf(stderr,
-               "usage: kiln-bench <matmul|elementwise|eager|all"
+               "usage: kiln-bench <matmul|elementwise|eager|conv|pool|all"
 #ifdef KILN_HAVE_VULKAN
                "|tiles|norm"
 #endif
                "> [--sizes 256,512,...] [--devices cpu,vulkan] [--reps N]\n"
-               "                  [--mib M] [--ops N] [--elements N]\n");
+               "                  [--mib M] [--ops N] [--elements N] [--batch N]\n");
   return 2;
 }
 
@@ -387,6 +465,7 @@ int main_impl(int argc, char** argv) {
     else if (flag == "--mib") args.mib = std::atoll(value);
     else if (flag == "--ops") args.ops = std::atoll(value);
     else if (flag == "--elements") args.elements = std::atoll(value);
+    else if (flag == "--batch") args.batch = std::max<int64_t>(1, std::atoll(value));
     else if (flag == "--devices") args.devices = bench::split_list(value);
     else return usage();
   }
@@ -394,6 +473,8 @@ int main_impl(int argc, char** argv) {
   if (args.command == "matmul" || args.command == "all") bench_matmul(args);
   if (args.command == "elementwise" || args.command == "all") bench_elementwise(args);
   if (args.command == "eager" || args.command == "all") bench_eager(args);
+  if (args.command == "conv" || args.command == "all") bench_conv(args);
+  if (args.command == "pool" || args.command == "all") bench_pool(args);
 #ifdef KILN_HAVE_VULKAN
   if (args.command == "tiles") bench_tiles(args);
   if (args.command == "norm") bench_norm(args);
