@@ -12,10 +12,10 @@ namespace {
 
 constexpr const char* kHook = "// KILN_EPILOGUE\n";
 
-// The result dim an operand may run along: conv's channels, a matmul's columns.
+// The result dim an operand may run along: conv's and pooling's channels, a matmul's columns.
 std::optional<size_t> channel_dim(OpKind kind, size_t rank) {
   switch (kind) {
-    case OpKind::Conv: return rank >= 2 ? std::optional<size_t>(1) : std::nullopt;
+    case OpKind::Conv: case OpKind::MaxPool: case OpKind::AvgPool: return rank >= 2 ? std::optional<size_t>(1) : std::nullopt;
     case OpKind::MatMul: case OpKind::Linear: case OpKind::Gemm:
       return rank >= 1 ? std::optional<size_t>(rank - 1) : std::nullopt;
     default: return std::nullopt;

@@ -43,9 +43,11 @@ layout(push_constant, scalar) uniform Params {
 } p;
 
 #define TAPS (KH * KW)
-// Input floats of one row that TM pixels read, and the texels that cover them from any offset 0-3.
+// Input floats of one row that TM pixels read, loaded by shaders/row_span.glsl (inserted below).
 #define SPAN ((TM - 1) * SW + (KW - 1) * DW + 1)
-#define SPAN_TEXELS ((SPAN + 6) / 4)
+#define TEXEL 1
+// KILN_ROW_SPAN
+
 // Texels that cover one input channel's TAPS weights from any offset 0-3.
 #define W_TEXELS ((TAPS + 6) / 4)
 
@@ -61,7 +63,6 @@ void main() {
   const int n0 = int(gl_WorkGroupID.y) * (WG_Y * TN) + ty;
   const int plane_size = p.H * p.W;
   const int x_first = (img * p.C + g * p.cg) * plane_size;
-  const int x_last_texel = imageSize(x_vec) - 1;
   const int iw_first = ow0 * SW - p.PW;
 
   // The first texel of each output channel's weight row (cg * TAPS floats, a multiple of 4). Clamped
@@ -92,23 +93,8 @@ void main() {
       [[unroll]] for (int ki = 0; ki < KH; ++ki) {
         const int ih = oh * p.SH - p.PH + ki * p.DH;
         const bool row_ok = ih >= 0 && ih < p.H;
-        // span[s] is input element iw_first + s of row ih: gathered from the texels around it, then
-        // shifted by the row's offset in its first texel (per lane, so a select), and zero outside
-        // the row (padding).
-        const int start = plane + ih * p.W + iw_first;
-        const int first_texel = start >> 2;  // arithmetic shift: floor, also below 0
-        const int shift = start & 3;
-        float f[SPAN_TEXELS * 4];
-        [[unroll]] for (int q = 0; q < SPAN_TEXELS; ++q) {
-          const vec4 t = imageLoad(x_vec, clamp(first_texel + q, 0, x_last_texel));
-          f[4 * q] = t.x; f[4 * q + 1] = t.y; f[4 * q + 2] = t.z; f[4 * q + 3] = t.w;
-        }
         float span[SPAN];
-        [[unroll]] for (int s = 0; s < SPAN; ++s) {
-          const float v = shift == 0 ? f[s] : shift == 1 ? f[s + 1] : shift == 2 ? f[s + 2] : f[s + 3];
-          const int iw = iw_first + s;
-          span[s] = row_ok && iw >= 0 && iw < p.W ? v : 0.0;
-        }
+        load_row_span(plane + ih * p.W, iw_first, p.W, row_ok, 0.0, span);
         [[unroll]] for (int kj = 0; kj < KW; ++kj)
           [[unroll]] for (int i = 0; i < TM; ++i)
             [[unroll]] for (int j = 0; j < TN; ++j)

@@ -133,9 +133,14 @@ class CudaStream : public Stream {
   }
   void end_recording() override {
     capturing_ = false;
+    // The capture ends before the previous graph goes: destroying a graph is not among the calls a
+    // thread may make while it captures, and the driver would invalidate the capture.
+    CUgraph graph = nullptr;
+    d_.check(d_.cuStreamEndCapture(stream_, &graph), "cuStreamEndCapture");
     if (exec_) d_.cuGraphExecDestroy(exec_);
     if (graph_) d_.cuGraphDestroy(graph_);
-    d_.check(d_.cuStreamEndCapture(stream_, &graph_), "cuStreamEndCapture");
+    exec_ = nullptr;
+    graph_ = graph;
     d_.check(d_.cuGraphInstantiate(&exec_, graph_, 0), "cuGraphInstantiate");
   }
   void replay() override {

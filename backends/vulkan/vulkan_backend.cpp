@@ -19,6 +19,7 @@
 #include "backends/vulkan/vulkan_program.h"
 #include "backends/vulkan/vulkan_stream.h"
 #include "backends/vulkan/vulkan_conv_template.h"
+#include "backends/vulkan/vulkan_pool_template.h"
 #include "backends/vulkan/vulkan_templates.h"
 #include "core/support/disk_cache.h"
 #include "core/support/error.h"
@@ -129,11 +130,13 @@ class VulkanBackendImpl : public VulkanBackend {
   std::optional<TemplateLaunch> plan_template(const OpRun& run) override {
     return runner_.plan_template(run);
   }
-  // Matmul and conv templates apply a pointwise chain where they store (template_epilogue.h).
+  // Matmul, conv and pooling templates apply a pointwise chain where they store (template_epilogue.h).
   std::optional<TemplateLaunch> plan_fused_template(const OpRun& run, std::span<const EpilogueStep> epilogue) override {
     return templates::plan_template_epilogue(run, epilogue, [this](const OpRun& anchor) { return runner_.plan_template(anchor); });
   }
-  bool has_template(OpKind kind) const override { return templates::has_row_or_linalg_template(kind); }
+  bool has_template(OpKind kind) const override {
+    return templates::has_row_or_linalg_template(kind) || kind == OpKind::MaxPool || kind == OpKind::AvgPool;
+  }
   // Software devices (lavapipe) read through texel buffers and compute 4 elements per invocation.
   std::optional<kernel::CodegenTarget> codegen() const override {
     bool software = caps().is_cpu;
@@ -232,7 +235,7 @@ class VulkanBackendImpl : public VulkanBackend {
   // Last: its programs and queued launches go first.
   KernelRunner runner_{*this,
                        {.templates =
-                            with_conv_template(glsl_template_planner({.autotuner = &autotuner_}))}};
+                            with_pool_template(with_conv_template(glsl_template_planner({.autotuner = &autotuner_})))}};
 };
 
 }  // namespace

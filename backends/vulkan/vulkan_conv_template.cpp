@@ -43,7 +43,7 @@ std::string conv_source(const ConvTile& t, int kh, int kw, ConvVariant variant, 
     define("DEPTHWISE", variant == ConvVariant::Depthwise);
   }
   s += "#line 1\n";
-  s += variant == ConvVariant::Texel ? kConvTexelTemplate : kConvTemplate;
+  s += variant == ConvVariant::Texel ? insert_row_span(kConvTexelTemplate) : kConvTemplate;
   return s;
 }
 
@@ -52,8 +52,12 @@ namespace {
 ConvVariant choose_variant(const ConvProblem& problem, const DeviceCaps& caps, const ConvTemplateOptions& options) {
   const ConvParams& p = problem.params;
   if (p.cg == 1 && p.groups > 1) return ConvVariant::Depthwise;
-  // The texel variant finds every 4 input channels of a weight row on whole texels.
-  if (p.cg % 4 == 0 && options.texel.value_or(caps.is_cpu)) return ConvVariant::Texel;
+  // The texel variant finds every 4 input channels of a weight row on whole texels. It unrolls 4
+  // channels x taps x its tile: past 5x5 taps (a weight gradient's kernel is the output's size) the
+  // shader grows past what the SPIR-V optimizer handles in reasonable time and memory.
+  constexpr int kMaxTexelTaps = 25;
+  if (p.cg % 4 == 0 && problem.kh * problem.kw <= kMaxTexelTaps && options.texel.value_or(caps.is_cpu))
+    return ConvVariant::Texel;
   const bool pointwise = problem.kh == 1 && problem.kw == 1 && p.sh == 1 && p.sw == 1 && p.ph == 0 &&
                          p.pw == 0 && p.oh == p.h && p.ow == p.w;
   return pointwise ? ConvVariant::Pointwise : ConvVariant::Direct;

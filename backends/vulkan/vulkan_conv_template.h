@@ -11,7 +11,7 @@ namespace kiln::vulkan {
 
 // The template's variants: the implicit GEMM with storage-buffer loads (Direct; Pointwise for 1x1
 // stride-1 convs without padding), Depthwise, and the implicit GEMM reading texels
-// (shaders/conv2d_texel.comp), for channels per group that are a multiple of 4.
+// (shaders/conv2d_texel.comp), for channels per group that are a multiple of 4 and at most 5x5 taps.
 enum class ConvVariant { Direct, Pointwise, Depthwise, Texel };
 
 struct ConvTemplateOptions {

@@ -13,6 +13,7 @@
 #include "backends/matmul_problem.h"
 #include "backends/template_util.h"
 #include "backends/vulkan/vulkan_norm_template.h"
+#include "core/support/error.h"
 #include "core/support/log.h"
 
 namespace kiln::vulkan {
@@ -20,6 +21,9 @@ namespace {
 
 const char kMatmulTemplate[] =
 #include "matmul.comp.inc"
+    ;
+const char kRowSpan[] =
+#include "row_span.glsl.inc"
     ;
 
 // KILN_AUTOTUNE=1: every matmul autotunes, eager ones included, not only those of compiles that ask.
@@ -93,6 +97,13 @@ MatmulTile default_matmul_tile(const DeviceCaps& caps) {
 
 std::string glsl_define(const char* name, int value) {
   return std::string("#define ") + name + " " + std::to_string(value) + "\n";
+}
+
+std::string insert_row_span(const std::string& shader) {
+  const std::string hook = "// KILN_ROW_SPAN\n";
+  const size_t at = shader.find(hook);
+  if (at == std::string::npos) throw Error("vulkan: a template shader has no '// KILN_ROW_SPAN' line");
+  return shader.substr(0, at) + kRowSpan + shader.substr(at + hook.size());
 }
 
 std::string matmul_source(const MatmulTile& t, bool trans_a, bool trans_b, bool has_c) {

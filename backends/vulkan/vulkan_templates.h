@@ -79,6 +79,8 @@ MatmulTile default_matmul_tile(const DeviceCaps& caps);
 std::string matmul_source(const MatmulTile& tile, bool trans_a, bool trans_b, bool has_c);
 // "#define NAME value\n": how template variants are selected in their GLSL source.
 std::string glsl_define(const char* name, int value);
+// `shader` with shaders/row_span.glsl in place of its "// KILN_ROW_SPAN" line.
+std::string insert_row_span(const std::string& shader);
 // The tiles kiln-bench's `tiles` command times, and max-autotune's candidates before the device filter.
 std::vector<MatmulTile> matmul_bench_tiles();
 

@@ -7,6 +7,7 @@ root=$(cd "$(dirname "$0")/../.." && pwd)
 packages=(
   libshaderc-dev libshaderc1 glslang-dev glslang-tools glslc spirv-headers spirv-tools
   libvulkan-dev libvulkan1 vulkan-validationlayers
+  libglvnd0 libegl1 libgl1 libglx0 libopengl0 libgles2  # the NVIDIA Vulkan driver loads through libglvnd
   libgtest-dev googletest nlohmann-json3-dev zlib1g-dev
   libprotobuf-dev libprotobuf32 libprotobuf-lite32 libprotoc32 protobuf-compiler
   libonnx-dev libonnx1 libonnx-testdata
