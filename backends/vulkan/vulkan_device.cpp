@@ -345,7 +345,8 @@ DeviceCaps query_caps(VkPhysicalDevice physical) {
                 (v11.subgroupSupportedOperations & needed) == needed;
   c.subgroup_size = std::max(1u, v11.subgroupSize);
   c.shared_memory_bytes = limits.maxComputeSharedMemorySize;
-  c.max_buffer_bytes = limits.maxStorageBufferRange;
+  // Buffers take 16-byte steps (vulkan_memory.cpp): the largest is the range rounded down to one.
+  c.max_buffer_bytes = limits.maxStorageBufferRange & ~VkDeviceSize(15);
   for (uint32_t i = 0; i < mem.memoryHeapCount; ++i)
     if (mem.memoryHeaps[i].flags & VK_MEMORY_HEAP_DEVICE_LOCAL_BIT)
       c.memory_bytes = std::max<size_t>(c.memory_bytes, mem.memoryHeaps[i].size);

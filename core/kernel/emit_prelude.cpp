@@ -23,6 +23,14 @@ KILN_FN float kiln_pow(float a, float b) {
 }
 KILN_FN uint kiln_pow(uint a, uint b) { uint r = 1u; while (b > 0u) { if ((b & 1u) != 0u) r *= a; a *= a; b >>= 1u; } return r; }
 KILN_FN int kiln_pow(int a, int b) { if (b < 0) return a == 1 ? 1 : (a == -1 ? ((b & 1) != 0 ? -1 : 1) : 0); int r = 1; while (b > 0) { if ((b & 1) != 0) r *= a; a *= a; b >>= 1; } return r; }
+// a / b rounded as IEEE division (the reference, ONNX): Vulkan lets f32 division be 2.5 ulp off,
+// which moves round() and floor() of a quotient across an integer. One residual step (exact with
+// fma) corrects it; zero, infinite and NaN quotients pass through.
+KILN_FN float kiln_div(float a, float b) {
+  float q = a / b;
+  float c = q + fma(-q, b, a) / b;
+  return (isinf(q) || isnan(c)) ? q : c;
+}
 KILN_FN float kiln_max(float a, float b) { return (isnan(a) || isnan(b)) ? a + b : max(a, b); }
 KILN_FN float kiln_min(float a, float b) { return (isnan(a) || isnan(b)) ? a + b : min(a, b); }
 KILN_FN int kiln_max(int a, int b) { return max(a, b); }
@@ -105,7 +113,8 @@ template <class T> __device__ inline T clamp(T x, double lo, double hi) { return
 const char* prelude_cpp_compat() {
   return R"(typedef unsigned int uint;
 using std::abs; using std::exp; using std::log; using std::sqrt; using std::sin; using std::cos;
-using std::floor; using std::ceil; using std::trunc; using std::pow; using std::isnan;
+using std::floor; using std::ceil; using std::trunc; using std::pow; using std::isnan; using std::isinf;
+using std::fma;
 static inline float uintBitsToFloat(uint u) { float f; std::memcpy(&f, &u, 4); return f; }
 static inline uint floatBitsToUint(float f) { uint u; std::memcpy(&u, &f, 4); return u; }
 template <class T> static inline T max(T a, T b) { return a > b ? a : b; }

@@ -204,7 +204,8 @@ std::string unwrapped_op_expression(OpKind op, const AttrMap& attrs, DType type,
     case OpKind::Add: return a[0] + " + " + a[1];
     case OpKind::Sub: return a[0] + " - " + a[1];
     case OpKind::Mul: return a[0] + " * " + a[1];
-    case OpKind::Div: return a[0] + " / " + a[1];
+    case OpKind::Div:
+      return glsl(d) && type == DType::F32 ? "kiln_div(" + a[0] + ", " + a[1] + ")" : a[0] + " / " + a[1];
     case OpKind::Pow: return "kiln_pow(" + a[0] + ", " + a[1] + ")";
     case OpKind::Maximum: return "kiln_max(" + a[0] + ", " + a[1] + ")";
     case OpKind::Minimum: return "kiln_min(" + a[0] + ", " + a[1] + ")";
