@@ -11,9 +11,13 @@
 //               output row, loading the input row span they share once per kernel row (SW, DW
 //               compile time); WG_Y, TN unused
 //   HAS_BIAS    add bias[o]
-// Loads are direct from the storage buffers: on CPU devices (lavapipe) every load is a per-lane
-// scalar loop, so the register tile's loads-per-FMA ratio decides the speed, and shared memory
-// would only add loads and barriers. Out-of-input taps load a clamped in-range index, then select 0.
+//   USE_SHARED  GPUs: each step of BK along K stages the workgroup's A tile (gathered from the
+//               input windows) and B tile (weights) through shared memory, so the workgroup reads
+//               each element once instead of every invocation that uses it reading it
+// Otherwise loads are direct from the storage buffers: on CPU devices (lavapipe) every load is a
+// per-lane scalar loop, so the register tile's loads-per-FMA ratio decides the speed, and shared
+// memory would only add loads and barriers. Out-of-input taps load a clamped in-range index, then
+// select 0.
 #extension GL_EXT_scalar_block_layout : enable
 
 layout(local_size_x = WG_X, local_size_y = WG_Y, local_size_z = 1) in;
@@ -83,6 +87,13 @@ void main() {
     if (ow0 + t < p.OW) out_data[out_row + ow0 + t] = EPILOGUE(acc[t], out_row + ow0 + t, o);
 }
 #else
+#if USE_SHARED
+#define BM (WG_X * TM)
+#define BN (WG_Y * TN)
+shared float tile_a[BK][BM + 1];  // [k][pixel]; +1: transposed stores do not hit one bank
+shared float tile_b[BK][BN + 1];  // [k][channel]
+#endif
+
 // gl_WorkGroupID: x = pixel block, y = channel block, z = image * groups + group.
 void main() {
   const int tx = int(gl_LocalInvocationID.x), ty = int(gl_LocalInvocationID.y);
@@ -94,6 +105,47 @@ void main() {
   const int plane_size = p.H * p.W;
   const int x_base = (img * p.C + g * p.cg) * plane_size;
 
+  float acc[TM][TN];
+  for (int i = 0; i < TM; ++i)
+    for (int j = 0; j < TN; ++j) acc[i][j] = 0.0;
+
+#if USE_SHARED
+  const int tid = ty * WG_X + tx;
+  const int taps = KH * KW;
+  for (int k0 = 0; k0 < K; k0 += BK) {
+    // Consecutive threads walk pixels (neighbouring input columns); out-of-range elements and
+    // padding taps load as zero, so the inner loop needs no edge checks.
+    for (int e = tid; e < BK * BM; e += WG_X * WG_Y) {
+      const int kk = e / BM, mm = e - kk * BM;
+      const int k = k0 + kk, m = m0 + mm;
+      float v = 0.0;
+      if (k < K && m < M) {
+        const int c = k / taps, r = k - c * taps;
+        const int ki = r / KW, kj = r - ki * KW;
+        const int oh = m / p.OW;
+        const int ih = oh * p.SH - p.PH + ki * p.DH;
+        const int iw = (m - oh * p.OW) * p.SWD - p.PW + kj * p.DWD;
+        if (ih >= 0 && ih < p.H && iw >= 0 && iw < p.W) v = x_data[x_base + c * plane_size + ih * p.W + iw];
+      }
+      tile_a[kk][mm] = v;
+    }
+    // Consecutive threads walk K along a weight row, which is contiguous.
+    for (int e = tid; e < BK * BN; e += WG_X * WG_Y) {
+      const int nn = e / BK, kk = e - nn * BK;
+      const int k = k0 + kk, n = n0 + nn;
+      tile_b[kk][nn] = k < K && n < p.og ? w_data[(g * p.og + n) * K + k] : 0.0;
+    }
+    barrier();
+    for (int kk = 0; kk < BK; ++kk) {
+      float av[TM], bv[TN];
+      for (int i = 0; i < TM; ++i) av[i] = tile_a[kk][tx + i * WG_X];
+      for (int j = 0; j < TN; ++j) bv[j] = tile_b[kk][ty + j * WG_Y];
+      for (int i = 0; i < TM; ++i)
+        for (int j = 0; j < TN; ++j) acc[i][j] = fma(av[i], bv[j], acc[i][j]);
+    }
+    barrier();
+  }
+#else
   // Clamped pixels and channels keep every load in range; the duplicates are never stored.
   int w_row[TN];
   for (int j = 0; j < TN; ++j) w_row[j] = (g * p.og + min(n0 + ty + j * WG_Y, p.og - 1)) * K;
@@ -109,10 +161,6 @@ void main() {
     iw0[i] = (m - oh * p.OW) * p.SWD - p.PW;
   }
 #endif
-
-  float acc[TM][TN];
-  for (int i = 0; i < TM; ++i)
-    for (int j = 0; j < TN; ++j) acc[i][j] = 0.0;
 
   for (int c = 0; c < p.cg; ++c) {
 #if POINTWISE
@@ -148,6 +196,7 @@ void main() {
     }
 #endif
   }
+#endif  // USE_SHARED
 
   for (int j = 0; j < TN; ++j) {
     const int n = n0 + ty + j * WG_Y;

@@ -23,6 +23,16 @@ const char kConvTexelTemplate[] =
 #include "conv2d_texel.comp.inc"
     ;
 
+// The shared-memory variant: 4x4 register tiles in 16x16 workgroups, a 64x64 output tile per
+// workgroup, 16 steps of K per stage (the shape of the matmul template's shared tiles on GPUs).
+constexpr ConvTile kSharedTile{.tm = 4, .tn = 4, .wg_x = 16, .wg_y = 16};
+constexpr int kSharedTileK = 16;
+
+// Shared memory the variant's tiles take: [BK][BM + 1] and [BK][BN + 1] floats.
+constexpr uint32_t shared_tile_bytes(const ConvTile& t) {
+  return uint32_t(kSharedTileK * (t.wg_x * t.tm + 1 + t.wg_y * t.tn + 1) * 4);
+}
+
 }  // namespace
 
 std::string conv_source(const ConvTile& t, int kh, int kw, ConvVariant variant, int sw, int dw,
@@ -41,6 +51,8 @@ std::string conv_source(const ConvTile& t, int kh, int kw, ConvVariant variant, 
   if (variant != ConvVariant::Texel) {
     define("POINTWISE", variant == ConvVariant::Pointwise);
     define("DEPTHWISE", variant == ConvVariant::Depthwise);
+    define("USE_SHARED", variant == ConvVariant::Shared);
+    define("BK", kSharedTileK);
   }
   s += "#line 1\n";
   s += variant == ConvVariant::Texel ? insert_row_span(kConvTexelTemplate) : kConvTemplate;
@@ -58,6 +70,8 @@ ConvVariant choose_variant(const ConvProblem& problem, const DeviceCaps& caps, c
   constexpr int kMaxTexelTaps = 25;
   if (p.cg % 4 == 0 && problem.kh * problem.kw <= kMaxTexelTaps && options.texel.value_or(caps.is_cpu))
     return ConvVariant::Texel;
+  if (options.shared.value_or(!caps.is_cpu) && caps.shared_memory_bytes >= shared_tile_bytes(kSharedTile))
+    return ConvVariant::Shared;
   const bool pointwise = problem.kh == 1 && problem.kw == 1 && p.sh == 1 && p.sw == 1 && p.ph == 0 &&
                          p.pw == 0 && p.oh == p.h && p.ow == p.w;
   return pointwise ? ConvVariant::Pointwise : ConvVariant::Direct;
@@ -68,6 +82,7 @@ const char* variant_suffix(ConvVariant variant) {
     case ConvVariant::Depthwise: return "_dw";
     case ConvVariant::Pointwise: return "_1x1";
     case ConvVariant::Texel: return "_texel";
+    case ConvVariant::Shared: return "_shared";
     case ConvVariant::Direct: break;
   }
   return "";
@@ -86,7 +101,11 @@ std::optional<TemplateLaunch> conv_template_launch(const OpRun& run, const Devic
   const ConvVariant variant = choose_variant(*problem, caps, options);
   ConvTile tile;
   std::array<int64_t, 3> grid{};
-  if (variant == ConvVariant::Depthwise) {
+  if (variant == ConvVariant::Shared) {
+    tile = kSharedTile;
+    grid = {(int64_t(p.oh) * p.ow + tile.wg_x * tile.tm - 1) / (tile.wg_x * tile.tm),
+            (p.og + tile.wg_y * tile.tn - 1) / (tile.wg_y * tile.tn), problem->batch * groups};
+  } else if (variant == ConvVariant::Depthwise) {
     // One invocation per TM adjacent pixels of a row; a workgroup spans a row (up to 16 * TM).
     tile.tm = 8;
     tile.tn = 1;

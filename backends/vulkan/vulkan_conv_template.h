@@ -10,14 +10,18 @@
 namespace kiln::vulkan {
 
 // The template's variants: the implicit GEMM with storage-buffer loads (Direct; Pointwise for 1x1
-// stride-1 convs without padding), Depthwise, and the implicit GEMM reading texels
-// (shaders/conv2d_texel.comp), for channels per group that are a multiple of 4 and at most 5x5 taps.
-enum class ConvVariant { Direct, Pointwise, Depthwise, Texel };
+// stride-1 convs without padding), Depthwise, the implicit GEMM reading texels
+// (shaders/conv2d_texel.comp), for channels per group that are a multiple of 4 and at most 5x5
+// taps, and the implicit GEMM staging tiles through shared memory (Shared, GPUs).
+enum class ConvVariant { Direct, Pointwise, Depthwise, Texel, Shared };
 
 struct ConvTemplateOptions {
   // Texel or storage-buffer reads for the convs both variants take; unset: texels on software
   // devices (lavapipe), where they are the faster ones (BENCHMARKS.md), storage loads on GPUs.
   std::optional<bool> texel;
+  // Shared-memory tiles for the implicit GEMM where texels are not read; unset: on GPUs (not
+  // software devices, where shared memory is ordinary cache and only adds copies and barriers).
+  std::optional<bool> shared;
 };
 
 struct ConvTile {

@@ -40,9 +40,9 @@ def export(name, out_dir):
     # Exported before the backward runs: training mode updates batch norm's running statistics,
     # and the exported initializers must be the ones the gradients were taken at.
     state = {k: v.clone() for k, v in model.state_dict().items()}
-    torch.onnx.export(model, (x,), os.path.join(case, "model.onnx"), opset_version=14,
-                      input_names=["input"], output_names=["output"],
-                      training=torch.onnx.TrainingMode.TRAINING, do_constant_folding=False)
+    export_models.onnx_export(model, (x,), os.path.join(case, "model.onnx"), opset_version=14,
+                              input_names=["input"], output_names=["output"],
+                              training=torch.onnx.TrainingMode.TRAINING, do_constant_folding=False)
     onnx.checker.check_model(os.path.join(case, "model.onnx"))
     model.load_state_dict(state)
     y = model(x)

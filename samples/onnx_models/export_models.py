@@ -289,6 +289,15 @@ DYNAMIC_MODELS = {
 }
 
 
+def onnx_export(model, args, path, **options):
+    """torch.onnx.export with the TorchScript exporter, which these models are written for: torch
+    2.9 and later default to the torch.export one (dynamo=True); older versions lack the flag."""
+    try:
+        torch.onnx.export(model, args, path, dynamo=False, **options)
+    except TypeError:
+        torch.onnx.export(model, args, path, **options)
+
+
 def write_tensor(path, array, name):
     with open(path, "wb") as f:
         f.write(numpy_helper.from_array(np.ascontiguousarray(array), name).SerializeToString())
@@ -323,10 +332,10 @@ def export(name, out_dir):
     output_names = ["output"] if count == 1 else [f"output_{i}" for i in range(count)]
     # Traced with autograd on: under no_grad, nn.MultiheadAttention (ViT) takes its fused fast
     # path, which has no ONNX export.
-    torch.onnx.export(model, (xs[0],), os.path.join(case, "model.onnx"), opset_version=opset,
-                      input_names=input_names, output_names=output_names,
-                      dynamic_axes={input_names[0]: axes} if axes else None,
-                      do_constant_folding=True)
+    onnx_export(model, (xs[0],), os.path.join(case, "model.onnx"), opset_version=opset,
+                input_names=input_names, output_names=output_names,
+                dynamic_axes={input_names[0]: axes} if axes else None,
+                do_constant_folding=True)
     onnx.checker.check_model(os.path.join(case, "model.onnx"))
     for k, (x, outputs) in enumerate(zip(xs, results)):
         data = os.path.join(case, f"test_data_set_{k}")

@@ -1,5 +1,5 @@
 // The Vulkan conv templates (shaders/conv2d.comp, shaders/conv2d_texel.comp): every variant
-// (implicit GEMM with storage or texel reads, 1x1 pointwise, depthwise) against the cpu reference over strides, asymmetric pads, dilations, groups, channel
+// (implicit GEMM with storage or texel reads or shared-memory tiles, 1x1 pointwise, depthwise) against the cpu reference over strides, asymmetric pads, dilations, groups, channel
 // multipliers, bias and 1-d, under the Khronos validation layer with zero messages; a compiled
 // program runs a lone conv with the template; per-layer timings of ResNet-18 / MobileNetV2 shapes.
 #include <gtest/gtest.h>
@@ -107,9 +107,11 @@ class VulkanConv : public testing::VulkanTemplateTest<> {
     if (IsSkipped() || HasFatalFailure()) return;
     runner_ = std::make_unique<KernelRunner>(*vk_,
                                              KernelRunnerOptions{.templates = vulkan::with_conv_template({})});
-    for (bool texel : {false, true})
+    for (vulkan::ConvTemplateOptions forced : {vulkan::ConvTemplateOptions{.texel = false, .shared = false},
+                                               vulkan::ConvTemplateOptions{.texel = true},
+                                               vulkan::ConvTemplateOptions{.texel = false, .shared = true}})
       forced_.push_back(std::make_unique<KernelRunner>(
-          *vk_, KernelRunnerOptions{.templates = vulkan::with_conv_template({}, {.texel = texel})}));
+          *vk_, KernelRunnerOptions{.templates = vulkan::with_conv_template({}, forced)}));
   }
   void TearDown() override {
     runner_.reset();
@@ -123,12 +125,13 @@ class VulkanConv : public testing::VulkanTemplateTest<> {
     return in;
   }
 
-  // The template on Vulkan, as the device chooses it and with storage and texel reads forced, vs the
-  // cpu reference; also checks that the template (not the lowering) ran.
+  // The template on Vulkan, as the device chooses it and with storage reads, texel reads and
+  // shared-memory tiles forced, vs the cpu reference; also checks that the template (not the
+  // lowering) ran.
   void check(const ConvCase& c, uint32_t seed) {
     const auto in = inputs_for(c, seed);
     std::vector<float> want = run_conv(*cpu_, nullptr, c, in);
-    for (KernelRunner* runner : {runner_.get(), forced_[0].get(), forced_[1].get()}) {
+    for (KernelRunner* runner : {runner_.get(), forced_[0].get(), forced_[1].get(), forced_[2].get()}) {
       const size_t before = runner->stats().template_launches;
       std::vector<float> got = run_conv(*vk_, runner, c, in);
       EXPECT_EQ(runner->stats().template_launches, before + 1) << c.name;
@@ -137,7 +140,7 @@ class VulkanConv : public testing::VulkanTemplateTest<> {
   }
 
   std::unique_ptr<KernelRunner> runner_;
-  std::vector<std::unique_ptr<KernelRunner>> forced_;  // storage reads, texel reads
+  std::vector<std::unique_ptr<KernelRunner>> forced_;  // storage reads, texel reads, shared tiles
 };
 
 TEST_F(VulkanConv, ImplicitGemmMatchesCpuOverStridesPadsDilationsGroupsAndBias) {
@@ -184,6 +187,32 @@ TEST_F(VulkanConv, DepthwiseMatchesCpuWithStridesDilationsPadsAndChannelMultipli
   };
   uint32_t seed = 100;
   for (const ConvCase& c : cases) check(c, seed += 3);
+}
+
+// The variant follows the device's caps: texels on software devices, shared-memory tiles on GPUs
+// with room for them, storage reads on GPUs without; depthwise convs keep their own variant.
+TEST(VulkanConvVariant, FollowsTheDeviceCaps) {
+  const ConvCase conv = {"3x3", {1, 8, 14, 14}, {16, 8, 3, 3}, false, {1, 1}, {1, 1, 1, 1}, {1, 1}, 1};
+  const ConvCase depthwise = {"dw", {1, 8, 14, 14}, {8, 1, 3, 3}, false, {1, 1}, {1, 1, 1, 1}, {1, 1}, 8};
+  auto name_on = [](const ConvCase& c, DeviceCaps caps) {
+    std::vector<BufferView> in = {{nullptr, DType::F32, c.x}, {nullptr, DType::F32, c.w}};
+    BufferView out{nullptr, DType::F32, out_dims(c)};
+    const AttrMap attrs = attrs_of(c);
+    const std::optional<TemplateLaunch> launch =
+        vulkan::conv_template_launch(OpRun{OpKind::Conv, attrs, in, std::span(&out, 1)}, caps);
+    return launch ? launch->name : std::string("none");
+  };
+  DeviceCaps gpu;
+  gpu.shared_memory_bytes = 48 * 1024;
+  gpu.max_workgroup_invocations = 1024;
+  DeviceCaps small_gpu = gpu;
+  small_gpu.shared_memory_bytes = 4 * 1024;  // less than the 64x64 tiles take
+  DeviceCaps software = gpu;
+  software.is_cpu = true;
+  EXPECT_EQ(name_on(conv, gpu), "conv2d_f32_shared");
+  EXPECT_EQ(name_on(conv, small_gpu), "conv2d_f32");
+  EXPECT_EQ(name_on(conv, software), "conv2d_f32_texel");
+  EXPECT_EQ(name_on(depthwise, gpu), "conv2d_f32_dw");
 }
 
 // Eager ops through the backend's own planner: f32 convs take the template, f64 keeps the lowering.
@@ -265,9 +294,11 @@ TEST_F(VulkanConv, CompiledConvsAndMatmulsRunTheirEpiloguesInTheTemplate) {
     names.push_back(l.name);
   }
   ASSERT_EQ(names.size(), 3u);
-  EXPECT_EQ(names[0], "conv2d_f32_bias_mul_clip");  // 3 input channels: storage reads
-  // 8 channels: software devices (lavapipe) read texels; GPUs take the 1x1 variant.
-  EXPECT_EQ(names[1], vk_->caps().is_cpu ? "conv2d_f32_texel_add_relu" : "conv2d_f32_1x1_add_relu");
+  // Software devices (lavapipe): storage reads for 3 input channels, texels for 8; GPUs stage
+  // both through shared memory.
+  const bool software = vk_->caps().is_cpu;
+  EXPECT_EQ(names[0], software ? "conv2d_f32_bias_mul_clip" : "conv2d_f32_shared_bias_mul_clip");
+  EXPECT_EQ(names[1], software ? "conv2d_f32_texel_add_relu" : "conv2d_f32_shared_add_relu");
   EXPECT_NE(names[2].find("_add_sub_gelu"), std::string::npos) << names[2];
 }
 

@@ -73,11 +73,10 @@ def time_ms(fn, reps, device, warmup=3):
 
 def export_onnx(model, x, path):
     # Traced with autograd on: under no_grad nn.MultiheadAttention takes a fast path with no export.
-    options = dict(opset_version=17, input_names=["input"], output_names=["output"], do_constant_folding=True)
-    try:
-        torch.onnx.export(model, (x,), path, dynamo=False, **options)  # torch >= 2.5: the TorchScript exporter
-    except TypeError:
-        torch.onnx.export(model, (x,), path, **options)
+    import export_models
+
+    export_models.onnx_export(model, (x,), path, opset_version=17, input_names=["input"],
+                              output_names=["output"], do_constant_folding=True)
 
 
 def kiln_bench(kiln, onnx_path, backend, mode, reps, timeout):
