@@ -134,6 +134,10 @@ struct Launch {
 struct KernelTiming {
   std::string name;
   double microseconds = 0;
+  // When the launch started, in microseconds on its stream's clock (the device's timestamps, or the
+  // host's steady clock where kernels run on the host): comparable between timings of one stream,
+  // so gaps and overlap between launches show. Unset where a backend records durations only.
+  std::optional<double> start_us;
 };
 
 // An ordered queue of launches; can record a sequence once and replay it.

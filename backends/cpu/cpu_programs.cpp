@@ -199,8 +199,10 @@ void CpuStream::run(const Launch& launch) {
   } else {
     throw Error("cpu: a launch needs a program compiled by the cpu backend");
   }
-  if (timing_)
-    timings_.push_back({name, std::chrono::duration<double, std::micro>(std::chrono::steady_clock::now() - start).count()});
+  if (timing_) {
+    using us = std::chrono::duration<double, std::micro>;
+    timings_.push_back({name, us(std::chrono::steady_clock::now() - start).count(), us(start.time_since_epoch()).count()});
+  }
 }
 
 }  // namespace kiln::cpu

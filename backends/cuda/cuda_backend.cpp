@@ -89,6 +89,7 @@ class CudaStream : public Stream {
     d_.cuStreamSynchronize(stream_);
     for (const Timed& t : pending_) release(t);
     for (CUevent e : free_events_) d_.cuEventDestroy(e);
+    if (epoch_) d_.cuEventDestroy(epoch_);
     if (exec_) d_.cuGraphExecDestroy(exec_);
     if (graph_) d_.cuGraphDestroy(graph_);
     d_.cuStreamDestroy(stream_);
@@ -115,6 +116,10 @@ class CudaStream : public Stream {
     const bool timed = timed_ && !capturing_ && pending_.size() < kMaxPendingTimings;
     Timed t{};
     if (timed) {
+      if (!epoch_) {  // the stream's clock starts at its first timed launch
+        d_.check(d_.cuEventCreate(&epoch_, 0), "cuEventCreate");
+        d_.check(d_.cuEventRecord(epoch_, stream_), "cuEventRecord");
+      }
       t = {acquire(), acquire(), program->name()};
       d_.check(d_.cuEventRecord(t.start, stream_), "cuEventRecord");
     }
@@ -152,9 +157,10 @@ class CudaStream : public Stream {
     d_.check(d_.cuStreamSynchronize(stream_), "cuStreamSynchronize");
     // Every recorded event has completed now: turn the pairs into timings, in launch order.
     for (const Timed& t : pending_) {
-      float ms = 0;
+      float ms = 0, since_epoch = 0;
       d_.check(d_.cuEventElapsedTime(&ms, t.start, t.stop), "cuEventElapsedTime");
-      timings_.push_back({t.name, double(ms) * 1000.0});
+      d_.check(d_.cuEventElapsedTime(&since_epoch, epoch_, t.start), "cuEventElapsedTime");
+      timings_.push_back({t.name, double(ms) * 1000.0, double(since_epoch) * 1000.0});
       release(t);
     }
     pending_.clear();
@@ -200,6 +206,7 @@ class CudaStream : public Stream {
   CUgraphExec exec_ = nullptr;
   bool timed_ = false;  // set_timing(): off except during profiled runs
   bool capturing_ = false;
+  CUevent epoch_ = nullptr;           // recorded before the first timed launch: start times count from it
   std::vector<Timed> pending_;        // launched since the last sync
   std::vector<CUevent> free_events_;  // created once, reused
   std::vector<KernelTiming> timings_;

@@ -149,7 +149,10 @@ void CommandStream::wait(Batch& batch) {
     for (size_t i = 0; i < n; ++i) {
       uint64_t start = ticks[2 * i] & mask, stop = ticks[2 * i + 1] & mask;
       uint64_t elapsed = (stop - start) & mask;  // survives a counter wrap
-      timings_.push_back({batch.names[first + i], double(elapsed) * ns_per_tick / 1000.0});
+      // The start is written after the work before it completes: with barriers between dependent
+      // dispatches, that is when this one could begin.
+      timings_.push_back({batch.names[first + i], double(elapsed) * ns_per_tick / 1000.0,
+                          double(start) * ns_per_tick / 1000.0});
     }
   }
 }

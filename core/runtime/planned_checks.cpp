@@ -93,11 +93,17 @@ std::vector<DeviceTensor> PlannedProgram::run_profiled(const std::vector<DeviceT
     return results;
   }
   size_t first = raw.size() - output_copies - launches_.size();
+  // Starts from the stream's clock, counted from the first launch's, where the backend records
+  // them; else each launch starts where the one before ended (one queue runs them in order).
+  bool clocked = true;
+  for (size_t i = 0; i < launches_.size(); ++i)
+    clocked = clocked && raw[first + i].start_us && *raw[first + i].start_us >= *raw[first].start_us;
   double start = 0;
   for (size_t i = 0; i < launches_.size(); ++i) {
-    double t = raw[first + i].microseconds;
-    timings.push_back({int(i), launches_[i].kernel, start, t});
-    start += t;
+    const KernelTiming& t = raw[first + i];
+    if (clocked) start = *t.start_us - *raw[first].start_us;
+    timings.push_back({int(i), launches_[i].kernel, start, t.microseconds});
+    start += t.microseconds;
   }
   return results;
 }

@@ -38,8 +38,9 @@ struct PlannedLaunch {
   bool is_template = false;  // the backend's tuned kernel replaced the generated one
 };
 
-// One kernel launch timed by the device; start_us adds up the launches before it (one queue runs
-// them back to back), so it is the launch's offset in the run, not a wall-clock timestamp.
+// One kernel launch timed by the device; start_us is its start on the device's clock counted from
+// the run's first launch (where the backend records starts; else the durations before it added
+// up), so gaps between launches show.
 struct LaunchTiming {
   int launch = 0;  // index into launches()
   int kernel = -1;
