@@ -56,7 +56,9 @@ class VulkanBackendImpl : public VulkanBackend {
     if (index < 0 || index >= int(devices.size()))
       throw Error("vulkan: device " + std::to_string(index) + " is not available (" +
                   std::to_string(devices.size()) + " usable)" + (why.empty() ? "" : ": " + why));
-    device_ = std::make_unique<VulkanDevice>(devices[index]);
+    std::optional<CapsProfile> profile;
+    if (!options.caps_profile.empty()) profile = read_caps_profile(options.caps_profile);
+    device_ = std::make_unique<VulkanDevice>(devices[index], profile ? &*profile : nullptr);
     allocator_ = std::make_unique<MemoryAllocator>(*device_, options);
     transfer_ = std::make_unique<Transfer>(*device_, *allocator_);
     device_key_ = device_key(device_->physical());
@@ -149,6 +151,7 @@ class VulkanBackendImpl : public VulkanBackend {
     target.max_texel_buffers =
         capped(std::min(limits.maxPerStageDescriptorSampledImages, limits.maxPerStageDescriptorStorageImages));
     target.max_params = int(limits.maxPushConstantsSize / 4);
+    target.max_workgroup_size = int(std::min(limits.maxComputeWorkGroupInvocations, limits.maxComputeWorkGroupSize[0]));
     return target;
   }
 
@@ -246,6 +249,7 @@ std::unique_ptr<VulkanBackend> open_backend(int index, const VulkanOptions& opti
 
 VulkanOptions options_from_environment() {
   VulkanOptions options;
+  if (const char* profile = std::getenv("KILN_VULKAN_CAPS")) options.caps_profile = profile;
   const char* env = std::getenv("KILN_VULKAN_MEMORY_LIMIT");
   if (!env || !*env) return options;
   const std::string text = env;

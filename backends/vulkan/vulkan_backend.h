@@ -88,9 +88,12 @@ struct VulkanOptions {
   // torch.cuda.set_per_process_memory_fraction caps a process on a shared GPU. The device opened
   // through the registry takes it from KILN_VULKAN_MEMORY_LIMIT ("512MiB", "2GiB", bytes).
   size_t memory_limit_bytes = 0;
+  // A portability profile (vulkan_caps_profile.h) clamping the device's limits and features; the
+  // registry's device takes it from KILN_VULKAN_CAPS. Empty: the device as it is.
+  std::string caps_profile;
 };
 
-// VulkanOptions from the environment (KILN_VULKAN_MEMORY_LIMIT); throws kiln::Error naming the
+// VulkanOptions from the environment (KILN_VULKAN_MEMORY_LIMIT, KILN_VULKAN_CAPS); throws kiln::Error naming the
 // variable when its value does not parse.
 VulkanOptions options_from_environment();
 

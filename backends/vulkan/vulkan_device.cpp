@@ -357,11 +357,15 @@ DeviceCaps query_caps(VkPhysicalDevice physical) {
   return c;
 }
 
-VulkanDevice::VulkanDevice(VkPhysicalDevice physical) : physical_(physical) {
+VulkanDevice::VulkanDevice(VkPhysicalDevice physical, const CapsProfile* profile) : physical_(physical) {
   vkGetPhysicalDeviceProperties(physical, &properties_);
   vkGetPhysicalDeviceMemoryProperties(physical, &memory_properties_);
   caps_ = query_caps(physical);
   name_ = properties_.deviceName;
+  if (profile) {
+    apply_caps_profile(*profile, properties_.limits, caps_);
+    name_ += " as " + profile->name;
+  }
   queue_family_ = uint32_t(compute_queue_family(physical, &timestamp_valid_bits_));
 
   FeatureChain have, want;

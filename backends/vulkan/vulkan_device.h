@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "backends/backend.h"
+#include "backends/vulkan/vulkan_caps_profile.h"
 
 namespace kiln::vulkan {
 
@@ -46,7 +47,8 @@ std::string device_name(VkPhysicalDevice physical);
 // The logical device: one compute queue, the features kiln uses that the device has.
 class VulkanDevice {
  public:
-  explicit VulkanDevice(VkPhysicalDevice physical);
+  // With a profile, the limits and caps kiln reads are clamped to it (vulkan_caps_profile.h).
+  explicit VulkanDevice(VkPhysicalDevice physical, const CapsProfile* profile = nullptr);
   ~VulkanDevice();
   VulkanDevice(const VulkanDevice&) = delete;
   VulkanDevice& operator=(const VulkanDevice&) = delete;

@@ -22,6 +22,9 @@ struct CodegenTarget {
   int max_storage_buffers = 256;
   int max_texel_buffers = 256;
   int max_params = 256;
+  // Invocations one workgroup may have (Vulkan's maxComputeWorkGroupInvocations and size x):
+  // generated kernels take 256, or the largest power of two below this.
+  int max_workgroup_size = 256;
 };
 
 }  // namespace kiln::kernel

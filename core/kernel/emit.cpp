@@ -624,6 +624,7 @@ EmitOptions emit_options_for(const CodegenTarget& target) {
   options.dialect = target.dialect;
   options.texel_reads = target.texel_reads;
   options.vec4_pointwise = target.vec4_pointwise;
+  while (options.workgroup_size > std::max(1, target.max_workgroup_size)) options.workgroup_size /= 2;
   return options;
 }
 

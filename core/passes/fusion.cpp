@@ -100,9 +100,31 @@ std::vector<FusionGroup> fuse_graph(const Graph& graph, const FusionOptions& opt
     return options.template_epilogue(*open.anchor, epilogue);
   };
 
+  // The buffers the open group's kernel would bind with `extra` in it: the values it reads from
+  // outside, and its values read outside it or returned (an upper bound: a later member may
+  // still take a reader in).
+  auto buffers_with = [&](const Node* extra) {
+    std::set<const Value*> bound;
+    auto inside = [&](const Node* p) { return p && (p == extra || open.members.count(p)); };
+    for (const Node* m : open.members)
+      for (const Value* v : m->inputs)
+        if (!inside(v->producer)) bound.insert(v);
+    for (const Value* v : extra->inputs)
+      if (!inside(v->producer)) bound.insert(v);
+    for (const Node* m : open.members) {
+      const Value* v = m->output();
+      if (graph_outputs.count(v)) bound.insert(v);
+      for (const Node* u : users[v])
+        if (!inside(u)) bound.insert(v);
+    }
+    bound.insert(extra->output());  // read later or returned, else the group would end unread
+    return bound.size();
+  };
+
   auto try_join = [&](const Node* n) {
     FusionGroup& g = groups.back();
     if (g.nodes.size() >= options.max_group_nodes) return false;
+    if (options.max_group_buffers != SIZE_MAX && buffers_with(n) > options.max_group_buffers) return false;
     if (open.template_anchor) {
       if (!extends_template_chain(n)) return false;
       join(n);

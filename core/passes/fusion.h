@@ -7,6 +7,7 @@
 // Everything else is a group of one.
 #pragma once
 
+#include <cstdint>
 #include <functional>
 #include <span>
 #include <string>
@@ -44,6 +45,10 @@ struct FusionOptions {
   // lowering, printing and evaluation of kernel IR recurse over them: without a bound, a chain of
   // 50,000 pointwise nodes overflows the stack. (TVM bounds fusion depth at 256 the same way.)
   size_t max_group_nodes = 256;
+  // A group closes before its kernel would bind more buffers than this (values read from outside
+  // it, and its values read after it): the device's per-stage storage-buffer limit (Vulkan 1.2
+  // guarantees 4; some mobile GPUs have 8).
+  size_t max_group_buffers = SIZE_MAX;
   // Anchors that run faster alone, as the backend's tuned template, than as a generic kernel with
   // the epilogue folded in: they take no epilogue. Unset: every anchor takes one.
   std::function<bool(const Node&)> keep_alone;

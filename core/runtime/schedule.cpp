@@ -33,6 +33,8 @@ ViewsAtHints::ViewsAtHints(const Node& n) {
 KernelSchedule schedule_kernels(const Graph& graph, Backend& backend, bool fuse, bool max_autotune) {
   FusionOptions fusion;
   fusion.fuse = fuse;
+  if (std::optional<kernel::CodegenTarget> target = backend.codegen())
+    fusion.max_group_buffers = size_t(std::max(1, std::min(target->max_buffers, target->max_storage_buffers)));
   fusion.keep_alone = [&backend, max_autotune](const Node& n) {
     if (!backend.has_template(n.kind)) return false;
     const ViewsAtHints views(n);

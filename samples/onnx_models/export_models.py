@@ -266,6 +266,9 @@ MODELS = {
     "resnet50": (lambda: torchvision_model("resnet50"), [1, 3, 224, 224], 14, False),
     "mobilenet_v2": (lambda: torchvision_model("mobilenet_v2"), [1, 3, 224, 224], 14, False),
     "vit_b_16": (lambda: torchvision_model("vit_b_16"), [1, 3, 224, 224], 14, False),
+    "regnet_y_400mf": (lambda: torchvision_model("regnet_y_400mf"), [1, 3, 224, 224], 14, False),
+    "shufflenet_v2_x1_0": (lambda: torchvision_model("shufflenet_v2_x1_0"), [1, 3, 224, 224], 14, False),
+    "googlenet": (lambda: torchvision_model("googlenet"), [1, 3, 224, 224], 14, False),
 }
 
 # name -> (builder, three input shapes, the input's dynamic axes, opset, small).

@@ -12,6 +12,7 @@
 #include <cmath>
 #include <cstdlib>
 #include <memory>
+#include <optional>
 #include <ostream>
 #include <set>
 #include <utility>
@@ -237,6 +238,16 @@ void PrintTo(const OpParam& p, std::ostream* os) {
 
 class Conformance : public ::testing::TestWithParam<OpParam> {};
 
+// An element type among a case's inputs and result that the device does not compute (a device
+// without f64, f16 or 16- and 64-bit integers, or a portability profile clamping them away).
+std::optional<DType> missing_dtype(const Device& dev, const std::vector<Tensor>& inputs, const Tensor& result) {
+  std::vector<DType> used = {result.dtype()};
+  for (const Tensor& t : inputs) used.push_back(t.dtype());
+  for (DType t : used)
+    if (!dev.backend().supports(OpKind::Add, t)) return t;
+  return std::nullopt;
+}
+
 TEST_P(Conformance, MatchesCpuReference) {
   const OpParam& param = GetParam();
   const Device dev = open(devices()[param.device]);
@@ -247,6 +258,10 @@ TEST_P(Conformance, MatchesCpuReference) {
   std::vector<Tensor> moved;
   for (const Tensor& t : host) moved.push_back(t.to(dev));
   const Tensor expected = oc.run(host);
+  if (std::optional<DType> missing = missing_dtype(dev, host, expected))
+    GTEST_SKIP() << dev.description() << " does not compute " << dtype_name(*missing);
+  if (oc.name.rfind("rand", 0) == 0 && !dev.backend().supports(OpKind::RandUniform, DType::U64))
+    GTEST_SKIP() << dev.description() << " has no 64-bit integers, in which random draws count";
   if (param.path == Path::Eager) {
     expect_matches(oc.run(moved), expected, dev, oc, "eager");
   } else {
@@ -313,6 +328,7 @@ TEST_P(ConformanceGradient, EveryCaseMatchesCpuReference) {
       continue;  // cuda_fp16.h not found: f16 kernels cannot run on this CUDA device
     SCOPED_TRACE("gradient of " + oc.name);
     const std::vector<Tensor> host = oc.inputs();
+    if (missing_dtype(dev, host, oc.run(host))) continue;
     const std::vector<Tensor> expected = case_gradients(oc, host);
     std::vector<Tensor> moved;
     for (const Tensor& t : host) moved.push_back(t.to(dev));
@@ -357,6 +373,8 @@ TEST_P(ConformanceProgram, MatchesCpuReference) {
   std::vector<Tensor> moved;
   for (const Tensor& t : host) moved.push_back(t.to(dev));
   const Tensor expected = oc.run(host);
+  if (std::optional<DType> missing = missing_dtype(dev, host, expected))
+    GTEST_SKIP() << dev.description() << " does not compute " << dtype_name(*missing);
   const std::vector<Tensor> resized = pc.resized_inputs();
   std::vector<Tensor> resized_moved;
   for (const Tensor& t : resized) resized_moved.push_back(t.to(dev));
@@ -371,9 +389,13 @@ TEST_P(ConformanceProgram, MatchesCpuReference) {
     else
       EXPECT_EQ(template_launches(r.bundle), 0u) << oc.name;
     const int64_t most = has_template ? pc.kernels_with_template : pc.kernels;
-    EXPECT_LE(int64_t(r.bundle.kernels.size()), most) << oc.name << ": fusion left the program split";
-    EXPECT_LE(int64_t(r.resized_bundle.kernels.size()), most)
-        << oc.name << ": fusion left the program split once dims are symbolic";
+    // A device binding few buffers per kernel (a portability profile's 8) splits kernels more.
+    const std::optional<kernel::CodegenTarget> target = dev.backend().codegen();
+    if (!target || target->max_storage_buffers >= 16) {
+      EXPECT_LE(int64_t(r.bundle.kernels.size()), most) << oc.name << ": fusion left the program split";
+      EXPECT_LE(int64_t(r.resized_bundle.kernels.size()), most)
+          << oc.name << ": fusion left the program split once dims are symbolic";
+    }
     expect_matches(r.output, expected, dev, oc, "compiled");
     expect_matches(r.replayed, expected, dev, oc, "compiled, replayed");
     EXPECT_EQ(r.resized_stats.recompiles, 1) << oc.name << ": other sizes did not recompile";
