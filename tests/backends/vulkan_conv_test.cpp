@@ -7,7 +7,6 @@
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
-#include <random>
 
 #include "backends/vulkan/vulkan_backend.h"
 #include "backends/vulkan/vulkan_conv_template.h"
@@ -23,6 +22,7 @@ namespace kiln {
 namespace {
 
 using testing::expect_close_sums;
+using testing::random_values;
 
 struct ConvCase {
   std::string name;
@@ -52,14 +52,6 @@ AttrMap attrs_of(const ConvCase& c) {
   return a;
 }
 
-
-std::vector<float> random_values(int64_t n, uint32_t seed) {
-  std::mt19937 gen(seed);
-  std::uniform_real_distribution<float> dist(-1.0f, 1.0f);
-  std::vector<float> v(static_cast<size_t>(n));
-  for (float& x : v) x = dist(gen);
-  return v;
-}
 
 // Runs the conv on `backend` (through `runner` when given), host data in and out; `seconds` gets
 // the best of `reps` timed runs after a warm-up when reps > 0.

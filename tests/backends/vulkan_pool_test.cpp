@@ -4,7 +4,6 @@
 // zero messages; compiled programs run a pool's pointwise consumers inside the template.
 #include <gtest/gtest.h>
 
-#include <random>
 
 #include "backends/vulkan/vulkan_backend.h"
 #include "backends/vulkan/vulkan_pool_template.h"
@@ -20,6 +19,7 @@ namespace kiln {
 namespace {
 
 using testing::expect_close_sums;
+using testing::random_values;
 
 struct PoolCase {
   std::string name;
@@ -55,14 +55,6 @@ AttrMap attrs_of(const PoolCase& c) {
   else
     a.set("count_include_pad", c.count_include_pad);
   return a;
-}
-
-std::vector<float> random_values(int64_t n, uint32_t seed) {
-  std::mt19937 gen(seed);
-  std::uniform_real_distribution<float> dist(-1.0f, 1.0f);
-  std::vector<float> v(static_cast<size_t>(n));
-  for (float& x : v) x = dist(gen);
-  return v;
 }
 
 std::vector<float> run_pool(Backend& backend, KernelRunner* runner, const PoolCase& c, const std::vector<float>& input) {

@@ -1,5 +1,7 @@
 // Fusion: which nodes become one kernel, and that fused kernels compute what the cpu reference
 // computes, on the host evaluator (everywhere) and on Vulkan (when present).
+#include <set>
+
 #include "core/frontend/run_program.h"
 #include "core/kernel/evaluate.h"
 #include "core/kernel/lower_group.h"
@@ -180,6 +182,33 @@ TEST(Fusion, PointwiseChainIsOneKernel) {
   EXPECT_EQ(describe_groups(groups), "1 kernel: [add,mul,relu]");
   ASSERT_EQ(groups[0].outputs.size(), 1u);
   EXPECT_EQ(groups[0].outputs[0], g.outputs()[0]);
+}
+
+// A chain reading six inputs: one kernel binds 7 buffers (six inputs, one result). A device that
+// binds at most 4 per kernel gets kernels of at most 4: each joins while its inputs and the values
+// it hands on fit.
+TEST(Fusion, AGroupClosesBeforeItsKernelBindsMoreBuffersThanTheDeviceAllows) {
+  Graph g = parse_checked(R"(graph @main(%0: f32[8] "a", %1: f32[8] "b", %2: f32[8] "c", %3: f32[8] "d", %4: f32[8] "e", %5: f32[8] "f") {
+  %6: f32[8] = add(%0, %1)
+  %7: f32[8] = mul(%6, %2)
+  %8: f32[8] = sub(%7, %3)
+  %9: f32[8] = add(%8, %4)
+  %10: f32[8] = mul(%9, %5)
+  return %10
+})");
+  EXPECT_EQ(describe_groups(fuse_graph(g)), "1 kernel: [add,mul,sub,add,mul]");
+  FusionOptions four;
+  four.max_group_buffers = 4;
+  const std::vector<FusionGroup> groups = fuse_graph(g, four);
+  EXPECT_EQ(describe_groups(groups), "3 kernels: [add,mul] [sub,add] [mul]");
+  for (const FusionGroup& group : groups) {
+    std::set<const Value*> bound(group.outputs.begin(), group.outputs.end());
+    std::set<const Node*> members(group.nodes.begin(), group.nodes.end());
+    for (const Node* n : group.nodes)
+      for (const Value* v : n->inputs)
+        if (!members.count(v->producer)) bound.insert(v);
+    EXPECT_LE(bound.size(), 4u);
+  }
 }
 
 TEST(Fusion, MatmulEndsAChainAndTakesItsConsumersAsEpilogue) {

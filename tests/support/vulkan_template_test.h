@@ -8,6 +8,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdlib>
+#include <random>
 #include <string>
 #include <vector>
 
@@ -43,6 +44,15 @@ class VulkanTemplateTest : public Base {
   vulkan::VulkanBackend* vk_ = nullptr;
   Backend* cpu_ = nullptr;
 };
+
+// n values uniform in [-1, 1], seeded.
+inline std::vector<float> random_values(int64_t n, uint32_t seed) {
+  std::mt19937 gen(seed);
+  std::uniform_real_distribution<float> dist(-1.0f, 1.0f);
+  std::vector<float> v(static_cast<size_t>(n));
+  for (float& x : v) x = dist(gen);
+  return v;
+}
 
 // f32 sums of K products of values in [-1, 1]: the error grows with K; 2e-6 * K leaves room for a
 // different summation order while any indexing mistake is off by O(1).
