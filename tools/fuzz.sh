@@ -7,7 +7,8 @@
 # coverage) on first use. Each target's corpus lives in build-fuzz/corpus/TARGET: seeded from
 # libonnx-testdata, tests/passes, tests/ir and tests/fuzz/corpus, and kept between runs. A crash
 # stops the run and leaves its input in build-fuzz/crashes/TARGET/: fix it, then add the input to
-# tests/fuzz/regressions/TARGET/, which test_fuzz_regressions replays in every build.
+# tests/fuzz/regressions/TARGET/ (a binary one as hex text: xxd -p CRASH > NAME.hex), which
+# test_fuzz_regressions replays in every build.
 set -euo pipefail
 root="$(cd "$(dirname "$0")/.." && pwd)"
 targets=(onnx_import tensor_proto ir_text symint bundle)

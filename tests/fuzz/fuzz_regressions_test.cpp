@@ -1,12 +1,16 @@
 // Every saved fuzz input through its target's body, in the normal build and under the sanitizers:
 // the crashes the fuzzers found (tests/fuzz/regressions/TARGET/, each named for what it broke)
-// and the seeds (tests/fuzz/corpus/TARGET/ and the files TARGET.list names).
+// and the seeds (tests/fuzz/corpus/TARGET/ and the files TARGET.list names). Binary inputs (ONNX
+// protobufs) are kept as hex text, NAME.hex (`xxd -p`), so the tree holds no binary files and a
+// diff shows what changed; the bytes are exact, as a crash can depend on any of them.
 #include <gtest/gtest.h>
 
+#include <cctype>
 #include <filesystem>
 #include <fstream>
 #include <ostream>
 #include <iterator>
+#include <stdexcept>
 
 #include "fuzz/fuzz_targets.h"
 
@@ -17,6 +21,27 @@ void PrintTo(const FuzzTarget& target, std::ostream* out) { *out << target.name;
 namespace {
 
 namespace fs = std::filesystem;
+
+// The input's bytes: a .hex file's hex digits decoded (whitespace between them ignored), any other
+// file as it is.
+std::string input_bytes(const fs::path& file) {
+  std::ifstream in(file, std::ios::binary);
+  const std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  if (file.extension() != ".hex") return text;
+  std::string bytes, digits;
+  for (char c : text) {
+    if (std::isspace(static_cast<unsigned char>(c))) continue;
+    if (!std::isxdigit(static_cast<unsigned char>(c)))
+      throw std::runtime_error(file.string() + ": '" + std::string(1, c) + "' is not a hex digit");
+    digits += c;
+    if (digits.size() == 2) {
+      bytes += char(std::stoi(digits, nullptr, 16));
+      digits.clear();
+    }
+  }
+  if (!digits.empty()) throw std::runtime_error(file.string() + ": an odd number of hex digits");
+  return bytes;
+}
 
 std::vector<fs::path> saved_inputs(const std::string& target) {
   std::vector<fs::path> files;
@@ -42,8 +67,7 @@ TEST_P(FuzzRegressions, EverySavedInputRunsCleanly) {
   ASSERT_FALSE(files.empty()) << "no saved inputs for fuzz target " << target.name;
   for (const fs::path& file : files) {
     SCOPED_TRACE(file.string());
-    std::ifstream in(file, std::ios::binary);
-    const std::string bytes((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+    const std::string bytes = input_bytes(file);
     EXPECT_NO_THROW(target.body(reinterpret_cast<const uint8_t*>(bytes.data()), bytes.size()));
   }
 }
