@@ -4,7 +4,6 @@
 // program runs a lone conv with the template; per-layer timings of ResNet-18 / MobileNetV2 shapes.
 #include <gtest/gtest.h>
 
-#include <chrono>
 #include <cstdio>
 #include <cstdlib>
 
@@ -60,36 +59,7 @@ std::vector<float> run_conv(Backend& backend, KernelRunner* runner, const ConvCa
                             double* seconds = nullptr) {
   std::vector<std::vector<int64_t>> dims = {c.x, c.w};
   if (c.bias) dims.push_back({c.w[0]});
-  std::vector<std::unique_ptr<Buffer>> buffers;
-  std::vector<BufferView> views;
-  for (size_t i = 0; i < dims.size(); ++i) {
-    buffers.push_back(backend.alloc(inputs[i].size() * 4));
-    backend.upload(*buffers.back(), inputs[i].data(), inputs[i].size() * 4);
-    views.push_back({buffers.back().get(), DType::F32, dims[i]});
-  }
-  const std::vector<int64_t> od = out_dims(c);
-  auto out = backend.alloc(size_t(numel(od)) * 4);
-  BufferView out_view{out.get(), DType::F32, od};
-  const AttrMap attrs = attrs_of(c);
-  OpRun run{OpKind::Conv, attrs, views, std::span(&out_view, 1)};
-  auto once = [&] {
-    if (runner) {
-      runner->run(run);
-      runner->sync();
-    } else {
-      backend.execute(run);
-    }
-  };
-  once();
-  if (seconds) *seconds = 1e300;
-  for (int r = 0; r < reps; ++r) {
-    auto t0 = std::chrono::steady_clock::now();
-    once();
-    *seconds = std::min(*seconds, std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count());
-  }
-  std::vector<float> result(size_t(numel(od)));
-  backend.download(*out, result.data(), result.size() * 4);
-  return result;
+  return testing::run_f32_op(backend, runner, OpKind::Conv, attrs_of(c), inputs, dims, out_dims(c), reps, seconds);
 }
 
 class VulkanConv : public testing::VulkanTemplateTest<> {

@@ -58,23 +58,8 @@ AttrMap attrs_of(const PoolCase& c) {
 }
 
 std::vector<float> run_pool(Backend& backend, KernelRunner* runner, const PoolCase& c, const std::vector<float>& input) {
-  auto in = backend.alloc(input.size() * 4);
-  backend.upload(*in, input.data(), input.size() * 4);
-  BufferView in_view{in.get(), DType::F32, c.x};
-  const std::vector<int64_t> od = out_dims(c);
-  auto out = backend.alloc(size_t(numel(od)) * 4);
-  BufferView out_view{out.get(), DType::F32, od};
-  const AttrMap attrs = attrs_of(c);
-  OpRun run{c.max ? OpKind::MaxPool : OpKind::AvgPool, attrs, std::span(&in_view, 1), std::span(&out_view, 1)};
-  if (runner) {
-    runner->run(run);
-    runner->sync();
-  } else {
-    backend.execute(run);
-  }
-  std::vector<float> result(size_t(numel(od)));
-  backend.download(*out, result.data(), result.size() * 4);
-  return result;
+  return testing::run_f32_op(backend, runner, c.max ? OpKind::MaxPool : OpKind::AvgPool, attrs_of(c), {input}, {c.x},
+                             out_dims(c));
 }
 
 class VulkanPool : public testing::VulkanTemplateTest<> {

@@ -27,41 +27,27 @@ std::vector<std::string> profile_paths() {
   return out;
 }
 
-std::vector<float> host_values(int64_t n, float scale) {
-  std::vector<float> v(static_cast<size_t>(n));
-  for (size_t i = 0; i < v.size(); ++i) v[i] = scale * float(int(i * 7 % 23) - 11);
-  return v;
-}
-
-// conv 3x3 (8 -> 16 channels, bias) on `backend`, host data in and out, with the template's name.
+// conv 3x3 (8 -> 16 channels, bias) through `backend`'s own planner, host data in and out; with
+// `template_name`, also the template the backend plans for it.
 std::vector<float> run_conv(Backend& backend, std::string* template_name) {
-  const std::vector<int64_t> xd = {1, 8, 12, 12}, wd = {16, 8, 3, 3}, bd = {16}, yd = {1, 16, 12, 12};
-  const std::vector<std::vector<float>> host = {host_values(numel(xd), 0.05f), host_values(numel(wd), 0.02f),
-                                                host_values(16, 0.1f)};
-  std::vector<std::unique_ptr<Buffer>> buffers;
-  std::vector<BufferView> views;
-  for (const auto& [values, dims] : {std::pair{host[0], xd}, std::pair{host[1], wd}, std::pair{host[2], bd}}) {
-    buffers.push_back(backend.alloc(values.size() * 4));
-    backend.upload(*buffers.back(), values.data(), values.size() * 4);
-    views.push_back({buffers.back().get(), DType::F32, dims});
-  }
-  auto out = backend.alloc(size_t(numel(yd)) * 4);
-  BufferView out_view{out.get(), DType::F32, yd};
+  const std::vector<std::vector<int64_t>> dims = {{1, 8, 12, 12}, {16, 8, 3, 3}, {16}};
+  const std::vector<int64_t> out = {1, 16, 12, 12};
   AttrMap attrs;
   attrs.set("stride", std::vector<int64_t>{1, 1});
   attrs.set("padding", std::vector<int64_t>{1, 1, 1, 1});
   attrs.set("dilation", std::vector<int64_t>{1, 1});
   attrs.set("groups", int64_t(1));
-  const OpRun run{OpKind::Conv, attrs, views, std::span(&out_view, 1)};
   if (template_name) {
-    std::optional<TemplateLaunch> launch = backend.plan_template(run);
+    std::vector<BufferView> views;
+    for (const auto& d : dims) views.push_back({nullptr, DType::F32, d});
+    BufferView out_view{nullptr, DType::F32, out};
+    const std::optional<TemplateLaunch> launch = backend.plan_template(OpRun{OpKind::Conv, attrs, views, std::span(&out_view, 1)});
     *template_name = launch ? launch->name : "none";
   }
-  backend.execute(run);
-  backend.synchronize();
-  std::vector<float> result(size_t(numel(yd)));
-  backend.download(*out, result.data(), result.size() * 4);
-  return result;
+  const std::vector<std::vector<float>> host = {testing::random_values(numel(dims[0]), 1),
+                                                testing::random_values(numel(dims[1]), 2),
+                                                testing::random_values(16, 3)};
+  return testing::run_f32_op(backend, nullptr, OpKind::Conv, attrs, host, dims, out);
 }
 
 class VulkanProfile : public testing::VulkanTemplateTest<::testing::TestWithParam<std::string>> {};
