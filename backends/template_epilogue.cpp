@@ -73,6 +73,7 @@ std::optional<TemplateLaunch> plan_template_epilogue(const OpRun& fused, std::sp
     if (slot >= int(anchor_inputs)) slot += int(operands);
   // GLSL: each operand is a storage buffer after the template's bindings. CUDA: a kernel parameter
   // after the output pointer (KILN_EPILOGUE_PARAMS), passed on to the epilogue function.
+  const kernel::Dialect dialect = cuda ? kernel::Dialect::Cuda : kernel::Dialect::Glsl;
   std::string declarations, params, names, body, suffix;
   for (const EpilogueStep& step : epilogue) {
     if (!keeps_float(step.kind)) return std::nullopt;
@@ -92,7 +93,6 @@ std::optional<TemplateLaunch> plan_template_epilogue(const OpRun& fused, std::sp
       const std::string read = name + "[" + *index + "]";
       args.insert(step.operand_first ? args.begin() : args.end(), read);
     }
-    const kernel::Dialect dialect = cuda ? kernel::Dialect::Cuda : kernel::Dialect::Glsl;
     try {
       body += "  v = " +
               kernel::op_expression(step.kind, *step.attrs, DType::F32, std::vector<DType>(args.size(), DType::F32), args,
@@ -104,7 +104,8 @@ std::optional<TemplateLaunch> plan_template_epilogue(const OpRun& fused, std::sp
     suffix += "_" + std::string(op_name(step.kind));
   }
   std::string text = declarations;
-  text += cuda ? std::string("#define KILN_FN __device__ inline\n") + kernel::prelude_cuda_compat() : "#define KILN_FN\n";
+  if (cuda) text += kernel::prelude_cuda_compat();
+  text += kernel::prelude_macros(dialect);
   text += kernel::prelude_common();
   text += std::string(cuda ? "__device__ inline " : "") + "float kiln_epilogue(float v, int index, int channel" + params +
           ") {\n" + body + "  return v;\n}\n";

@@ -3,9 +3,11 @@
 // graphs for record/replay. Everything CUDA is loaded at run time, so without a driver or GPU the
 // registry lists no CUDA device and says why.
 #include <cstring>
+#include <optional>
 
 #include "backends/backend.h"
 #include "backends/cuda/cuda_driver.h"
+#include "backends/cuda/cuda_memory.h"
 #include "backends/cuda/cuda_templates.h"
 #include "backends/cuda/nvrtc.h"
 #include "backends/kernel_runner.h"
@@ -23,30 +25,34 @@ class Context {
     d_.check(d_.cuDeviceGet(&device_, index), "cuDeviceGet");
     d_.check(d_.cuDevicePrimaryCtxRetain(&context_, device_), "cuDevicePrimaryCtxRetain");
     bind();
+    memory_.emplace(d_, device_);
   }
-  ~Context() { d_.cuDevicePrimaryCtxRelease(device_); }
+  ~Context() {
+    bind();
+    memory_.reset();  // gives the pool's memory back while the context still exists
+    d_.cuDevicePrimaryCtxRelease(device_);
+  }
   void bind() const { d_.check(d_.cuCtxSetCurrent(context_), "cuCtxSetCurrent"); }
   CUdevice device() const { return device_; }
   const Driver& driver() const { return d_; }
+  DeviceMemory& memory() const { return *memory_; }
 
  private:
   const Driver& d_;
   CUdevice device_ = 0;
   CUcontext context_ = nullptr;
+  mutable std::optional<DeviceMemory> memory_;
 };
 
 class CudaBuffer : public Buffer {
  public:
   CudaBuffer(const Context& ctx, size_t bytes) : Buffer(bytes), ctx_(ctx) {
     ctx_.bind();
-    CUresult rc = ctx_.driver().cuMemAlloc(&ptr_, bytes == 0 ? 4 : bytes);
-    if (rc != 0)
-      throw Error("cuda: out of device memory allocating " + std::to_string(bytes) + " bytes (" +
-                  std::to_string(rc) + ")");
+    ptr_ = ctx_.memory().allocate(bytes == 0 ? 4 : bytes);
   }
   ~CudaBuffer() override {
     ctx_.bind();
-    ctx_.driver().cuMemFree(ptr_);
+    ctx_.memory().release(ptr_);
   }
   CUdeviceptr ptr() const { return ptr_; }
 

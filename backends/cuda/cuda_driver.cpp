@@ -41,6 +41,7 @@ Loaded load() {
   sym(d.cuCtxSetCurrent, "cuCtxSetCurrent");
   sym(d.cuMemAlloc, "cuMemAlloc_v2");
   sym(d.cuMemFree, "cuMemFree_v2");
+  sym(d.cuCtxSynchronize, "cuCtxSynchronize");
   sym(d.cuMemcpyHtoD, "cuMemcpyHtoD_v2");
   sym(d.cuMemcpyDtoH, "cuMemcpyDtoH_v2");
   sym(d.cuModuleLoadData, "cuModuleLoadData");
@@ -60,6 +61,14 @@ Loaded load() {
   sym(d.cuEventRecord, "cuEventRecord");
   sym(d.cuEventElapsedTime, "cuEventElapsedTime_v2");
   sym(d.cuEventDestroy, "cuEventDestroy_v2");
+  auto optional = [&](auto& fn, const char* name) {
+    fn = reinterpret_cast<std::remove_reference_t<decltype(fn)>>(dlsym(handle, name));
+  };
+  optional(d.cuMemAllocAsync, "cuMemAllocAsync");
+  optional(d.cuMemFreeAsync, "cuMemFreeAsync");
+  optional(d.cuDeviceGetDefaultMemPool, "cuDeviceGetDefaultMemPool");
+  optional(d.cuMemPoolSetAttribute, "cuMemPoolSetAttribute");
+  optional(d.cuMemPoolTrimTo, "cuMemPoolTrimTo");
   if (!l.error.empty()) return l;
   if (CUresult rc = d.cuInit(0); rc != 0) {
     const char* msg = nullptr;

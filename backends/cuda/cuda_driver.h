@@ -18,6 +18,7 @@ using CUstream = struct CUstream_st*;
 using CUevent = struct CUevent_st*;
 using CUgraph = struct CUgraph_st*;
 using CUgraphExec = struct CUgraphExec_st*;
+using CUmemoryPool = struct CUmemPoolHandle_st*;
 
 // Entry points kiln uses, resolved with dlsym (versioned names where the header maps them).
 struct Driver {
@@ -34,6 +35,7 @@ struct Driver {
   CUresult (*cuCtxSetCurrent)(CUcontext);
   CUresult (*cuMemAlloc)(CUdeviceptr*, size_t);
   CUresult (*cuMemFree)(CUdeviceptr);
+  CUresult (*cuCtxSynchronize)();
   CUresult (*cuMemcpyHtoD)(CUdeviceptr, const void*, size_t);
   CUresult (*cuMemcpyDtoH)(void*, CUdeviceptr, size_t);
   CUresult (*cuModuleLoadData)(CUmodule*, const void*);
@@ -54,6 +56,12 @@ struct Driver {
   CUresult (*cuEventRecord)(CUevent, CUstream);
   CUresult (*cuEventElapsedTime)(float*, CUevent, CUevent);
   CUresult (*cuEventDestroy)(CUevent);
+  // Stream-ordered allocation (CUDA 11.2 drivers on): null where the driver lacks it.
+  CUresult (*cuMemAllocAsync)(CUdeviceptr*, size_t, CUstream);
+  CUresult (*cuMemFreeAsync)(CUdeviceptr, CUstream);
+  CUresult (*cuDeviceGetDefaultMemPool)(CUmemoryPool*, CUdevice);
+  CUresult (*cuMemPoolSetAttribute)(CUmemoryPool, int, void*);
+  CUresult (*cuMemPoolTrimTo)(CUmemoryPool, size_t);
 
   // Throws kiln::Error "cuda: <what> failed: <driver's message>" when rc != 0.
   void check(CUresult rc, const char* what) const;
@@ -67,5 +75,9 @@ inline constexpr int kAttrComputeMajor = 75;
 inline constexpr int kAttrComputeMinor = 76;
 inline constexpr int kAttrMaxSharedPerBlock = 8;
 inline constexpr int kAttrWarpSize = 10;
+inline constexpr int kAttrMemoryPoolsSupported = 115;
+// CU_MEMPOOL_ATTR_RELEASE_THRESHOLD and CUDA_ERROR_OUT_OF_MEMORY.
+inline constexpr int kPoolAttrReleaseThreshold = 4;
+inline constexpr CUresult kErrorOutOfMemory = 2;
 
 }  // namespace kiln::cuda

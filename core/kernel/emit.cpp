@@ -322,7 +322,7 @@ class Printer {
     }
     if (k_.num_params > 0)
       line("layout(push_constant) uniform Params { int p[" + std::to_string(k_.num_params) + "]; } pc;");
-    line("#define KILN_FN");
+    add_lines(prelude_macros(Dialect::Glsl));
     preludes();
     line("void main() {");
   }
@@ -332,7 +332,7 @@ class Printer {
     if (o_.standalone) {
       if (uses(DType::F16)) line("#include <cuda_fp16.h>");
       add_lines(prelude_cuda_compat());
-      line("#define KILN_FN __device__ inline");
+      add_lines(prelude_macros(Dialect::Cuda));
       preludes();
     }
     std::string params = "KilnParams" + std::to_string(k_.num_params);
@@ -364,7 +364,7 @@ class Printer {
       line("#include <cstdint>");
       line("#include <cstring>");
       add_lines(prelude_cpp_compat());
-      line("#define KILN_FN static inline");
+      add_lines(prelude_macros(Dialect::Cpp));
       preludes();
     }
     line("void " + entry() + "(void* const* buffers, const int* params, long begin, long end) {", k_.origins());
@@ -593,14 +593,11 @@ std::string emit_prelude_for(Dialect dialect) {
   if (dialect == Dialect::Cpp) {
     text += "#include <cmath>\n#include <cstdint>\n#include <cstring>\n";
     text += prelude_cpp_compat();
-    text += "#define KILN_FN static inline\n";
   } else if (dialect == Dialect::Cuda) {
     text += "#include <cuda_fp16.h>\n";
     text += prelude_cuda_compat();
-    text += "#define KILN_FN __device__ inline\n";
-  } else {
-    text += "#define KILN_FN\n";
   }
+  text += prelude_macros(dialect);
   for (const char* part : {prelude_common(), prelude_f64(), prelude_bf16(), prelude_i64(), prelude_u64()})
     text += part;
   return text;

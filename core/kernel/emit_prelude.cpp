@@ -6,6 +6,15 @@
 
 namespace kiln::kernel {
 
+const char* prelude_macros(Dialect dialect) {
+  switch (dialect) {
+    case Dialect::Cpp: return "#define KILN_FN static inline\n#define KILN_PRECISE\n";
+    case Dialect::Cuda: return "#define KILN_FN __device__ inline\n#define KILN_PRECISE\n";
+    case Dialect::Glsl: break;
+  }
+  return "#define KILN_FN\n#define KILN_PRECISE precise\n";
+}
+
 const char* prelude_common() {
   return R"(KILN_FN float kiln_inf() { return uintBitsToFloat(0x7f800000u); }
 KILN_FN float kiln_nan() { return uintBitsToFloat(0x7fc00000u); }
@@ -25,10 +34,11 @@ KILN_FN uint kiln_pow(uint a, uint b) { uint r = 1u; while (b > 0u) { if ((b & 1
 KILN_FN int kiln_pow(int a, int b) { if (b < 0) return a == 1 ? 1 : (a == -1 ? ((b & 1) != 0 ? -1 : 1) : 0); int r = 1; while (b > 0) { if ((b & 1) != 0) r *= a; a *= a; b >>= 1; } return r; }
 // a / b rounded as IEEE division (the reference, ONNX): Vulkan lets f32 division be 2.5 ulp off,
 // which moves round() and floor() of a quotient across an integer. One residual step (exact with
-// fma) corrects it; zero, infinite and NaN quotients pass through.
+// an fma, which `precise` keeps the driver from splitting) corrects it; zero, infinite and NaN
+// quotients pass through.
 KILN_FN float kiln_div(float a, float b) {
-  float q = a / b;
-  float c = q + fma(-q, b, a) / b;
+  KILN_PRECISE float q = a / b;
+  KILN_PRECISE float c = q + fma(-q, b, a) / b;
   return (isinf(q) || isnan(c)) ? q : c;
 }
 KILN_FN float kiln_max(float a, float b) { return (isnan(a) || isnan(b)) ? a + b : max(a, b); }

@@ -1,7 +1,14 @@
 // The helper-function text generated kernels start with (see emit_prelude.cpp).
 #pragma once
 
+#include "core/kernel/dialect.h"
+
 namespace kiln::kernel {
+
+// The macros the preludes are written with: KILN_FN (a helper's qualifiers) and KILN_PRECISE (GLSL's
+// `precise`, which forbids the driver to split an fma or reassociate; nothing in CUDA and C++, where
+// fma is exact and arithmetic is not reassociated).
+const char* prelude_macros(Dialect dialect);
 
 const char* prelude_common();       // float/int/uint helpers
 const char* prelude_f64();          // double overloads (GLSL needs shaderFloat64 for them)

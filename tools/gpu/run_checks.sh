@@ -6,7 +6,9 @@
 #   2. the test suite, now with a CUDA device (conformance vs cpu, compiled samples, CUDA-graph
 #      replay) and the GPU's own Vulkan driver;
 #   3. tools/gpu/bench_vs_torch.py: kiln (cuda, vulkan) beside torch.compile on the same GPU;
-#   4. the ONNX node conformance on cuda and vulkan.
+#   4. the CUDA allocator's pool against plain cuMemAlloc (KILN_CUDA_MEMPOOL=0) on the pointwise
+#      model, and training steps: kiln-bench-train on cuda and vulkan beside PyTorch's step;
+#   5. the ONNX node conformance on cuda and vulkan.
 # Each step gets what is left of the budget, up to its own cap.
 # Results go to $OUT (or build-gpu/out): at most 8 files, each step's log and the benchmark table.
 #
@@ -82,6 +84,19 @@ PYTHONUNBUFFERED=1 timeout "$(allow 170 60)" "${PYTHON:-python3}" tools/gpu/benc
   --out "$out" --work "$build/bench-models" --models "$models" --torch-mode "$torch_mode" ${BENCH_ARGS:-} \
   > "$out/bench.log" 2>&1
 cat "$out/table.md" >> "$out/summary.txt" 2>/dev/null
+pointwise=$(ls "$build"/bench-models/pointwise*.onnx 2>/dev/null | head -1)
+if [[ -n $pointwise ]]; then
+  step "cuda allocator: pool, then cuMemAlloc per buffer, then pool ($(basename "$pointwise"))"
+  for pool in 1 0 1; do
+    KILN_CUDA_MEMPOOL=$pool timeout 60 "$build/tools/kiln/kiln" bench "$pointwise" --backend cuda \
+      --mode reduce-overhead --reps 20 2>&1 | grep -E "cuda|ms" | head -3 | sed "s/^/KILN_CUDA_MEMPOOL=$pool /"
+  done >> "$out/summary.txt"
+fi
+step "training steps: kiln-bench-train, then PyTorch eager and torch.compile"
+{ timeout "$(allow 60 120)" "$build/tools/bench/kiln-bench-train" --devices cuda,vulkan --reps 10
+  for mode in "" default; do
+    timeout 60 "${PYTHON:-python3}" tools/bench/peers/train_peers.py --device cuda --reps 10 ${mode:+--compile $mode}
+  done; } >> "$out/summary.txt" 2>&1
 if ((!bench_only)); then
   step "ONNX node conformance on cuda and vulkan"
   KILN_ONNX_SETS=node KILN_CONFORMANCE_OUT="$out/CONFORMANCE.md" timeout "$(allow 120 0)" tools/conformance.sh "$build" cuda vulkan \

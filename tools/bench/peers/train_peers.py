@@ -2,12 +2,15 @@
 """PyTorch's eager training step for the models kiln-bench-train times, on the same batches.
 
   /usr/bin/python3 tools/bench/peers/train_peers.py [--reps N] [--warmup N] [--threads T]
+      [--device cuda] [--compile MODE]
 
 One step is zero_grad, forward, loss, backward and SGD (lr 0.01, momentum 0.9), in training
 mode; the figure is the median milliseconds of --reps steps after --warmup steps, the same rule
 as kiln-bench-train. Models: the MLP 784-512-512-10 (batch 32, cross entropy), the seed CNN
 (export_models.SmallCnn, batch 8 at 3x32x32, cross entropy over its outputs) and the samples'
-pre-norm transformer block (embed 128, 4 heads, batch 4, sequence 32, mse).
+pre-norm transformer block (embed 128, 4 heads, batch 4, sequence 32, mse). --compile MODE runs
+the model under torch.compile(mode=MODE) (backward through AOTAutograd, the optimizer eager); on
+cuda each step ends with a device synchronization, as kiln's steps end with their results read.
 """
 import argparse
 import os
@@ -41,17 +44,21 @@ class TransformerBlock(nn.Module):
         return y + self.fc2(F.gelu(self.fc1(self.ln2(y))))
 
 
+DEVICE = torch.device("cpu")
+
+
 def labels(batch, classes):
-    return torch.tensor([(i * 7 + 3) % classes for i in range(batch)])
+    return torch.tensor([(i * 7 + 3) % classes for i in range(batch)], device=DEVICE)
 
 
 def cases():
     gen = torch.Generator().manual_seed(1)
+    y32, y8 = labels(32, 10), labels(8, 10)
     yield "mlp", "[32,784]", export_models.Mlp(784, 512, 10), torch.randn(32, 784, generator=gen), \
-        lambda out: F.cross_entropy(out, labels(32, 10))
+        lambda out: F.cross_entropy(out, y32)
     yield "cnn", "[8,3,32,32]", export_models.SmallCnn(), torch.randn(8, 3, 32, 32, generator=gen), \
-        lambda out: F.cross_entropy(out, labels(8, 10))
-    target = torch.randn(4, 32, 128, generator=gen)
+        lambda out: F.cross_entropy(out, y8)
+    target = torch.randn(4, 32, 128, generator=gen).to(DEVICE)
     yield "transformer", "[4,32,128]", TransformerBlock(128, 4), torch.randn(4, 32, 128, generator=gen), \
         lambda out: F.mse_loss(out, target)
 
@@ -61,21 +68,30 @@ def main():
     parser.add_argument("--reps", type=int, default=10)
     parser.add_argument("--warmup", type=int, default=2)
     parser.add_argument("--threads", type=int, default=os.cpu_count() or 1)
+    parser.add_argument("--device", default="cpu")
+    parser.add_argument("--compile", default="", help="torch.compile mode for the model (default: eager)")
     args = parser.parse_args()
     torch.set_num_threads(args.threads)
     torch.manual_seed(0)
-    print(f"PyTorch {torch.__version__} eager, {args.threads} threads: one training step, "
+    global DEVICE
+    dev = DEVICE = torch.device(args.device)
+    how = f"torch.compile({args.compile})" if args.compile else "eager"
+    print(f"PyTorch {torch.__version__} {how} on {args.device}, {args.threads} threads: one training step, "
           f"median ms of {args.reps} steps after {args.warmup} warm-up steps")
     print(f"{'model':12} {'batch':14} {'step ms':>12}")
     for name, batch, model, x, loss_of in cases():
-        model.train()
+        model.to(dev).train()
+        x = x.to(dev)
+        run = torch.compile(model, mode=args.compile) if args.compile else model
         opt = torch.optim.SGD(model.parameters(), lr=0.01, momentum=0.9)
         times = []
         for r in range(args.warmup + args.reps):
             start = time.perf_counter()
             opt.zero_grad(set_to_none=True)
-            loss_of(model(x)).backward()
+            loss = loss_of(run(x))
+            loss.backward()
             opt.step()
+            loss.item()  # the step is done when its loss is read
             if r >= args.warmup:
                 times.append((time.perf_counter() - start) * 1e3)
         print(f"{name:12} {batch:14} {statistics.median(times):12.2f}")
