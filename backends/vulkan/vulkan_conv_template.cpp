@@ -120,6 +120,10 @@ std::optional<TemplateLaunch> conv_template_launch(const OpRun& run, const Devic
     tile.tn = int(std::min<int64_t>(8, pow2_at_least((p.og + tile.wg_y - 1) / tile.wg_y)));
     tile.wg_x = 64 / tile.wg_y;
     tile.tm = 8;
+    // Few output pixels (a weight gradient's output is the kernel's size): fewer per invocation,
+    // so the tile is not mostly clamped duplicates of them either.
+    if (variant == ConvVariant::Direct)
+      tile.tm = int(std::min<int64_t>(8, pow2_at_least((int64_t(p.oh) * p.ow + tile.wg_x - 1) / tile.wg_x)));
     // Pixels: the texel variant's invocations take TM-pixel segments of one output row.
     const int64_t m = variant == ConvVariant::Texel ? int64_t(p.oh) * ((p.ow + tile.tm - 1) / tile.tm) * tile.tm
                                                     : int64_t(p.oh) * p.ow;

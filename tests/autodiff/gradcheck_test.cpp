@@ -160,6 +160,13 @@ const std::vector<GradCase> kConvAndPool = {
     {"conv_depthwise", GRAPH("%0: f64[1,3,4,4], %1: f64[3,1,2,2]", "  %2: f64[1,3,3,3] = conv(%0, %1) {groups=3}", "%2")},
     {"conv1d", GRAPH("%0: f64[2,3,9], %1: f64[2,3,4], %2: f64[2]",
                      "  %3: f64[2,2,3] = conv(%0, %1, %2) {stride=[3], padding=[1,2]}", "%3")},
+    // Big enough that the weight's gradient splits the batch into parts (2 here, 3 below), and at
+    // stride 1 the input's gradient is a conv with the weight mirrored.
+    {"conv_batch_split", GRAPH("%0: f64[8,2,8,8], %1: f64[3,2,3,3]",
+                               "  %2: f64[8,3,8,8] = conv(%0, %1) {padding=[1,1,1,1]}", "%2")},
+    {"conv_batch_split_groups_dilated_asymmetric",
+     GRAPH("%0: f64[12,4,8,8], %1: f64[4,2,3,3]",
+           "  %2: f64[12,4,8,8] = conv(%0, %1) {padding=[2,1,2,3], dilation=[2,2], groups=2}", "%2")},
     {"conv_transpose", GRAPH("%0: f64[2,3,3,3], %1: f64[3,2,3,3], %2: f64[2]",
                              "  %3: f64[2,2,6,6] = conv_transpose(%0, %1, %2) {stride=[2,2], padding=[1,1,1,1], output_padding=[1,1]}", "%3")},
     {"conv_transpose_groups_dilated", GRAPH("%0: f64[1,4,3,4], %1: f64[4,1,2,2]",
@@ -249,6 +256,20 @@ TEST(GradCheck, MaxSplitsTiesEvenly) {
   g.add_output(add_gradients(g, request)[0]);
   std::vector<Tensor> out = interpret(g, {from_vector(std::vector<double>{1, 3, 3})});
   EXPECT_EQ(values_of(out[1]), (std::vector<double>{0, 0.5, 0.5}));
+}
+
+// A stride-1 conv's gradients take the conv templates' shape: the input's is a conv (no
+// conv_transpose), and the weight's splits the batch of 16 into 4 parts of 4 images (2 groups x
+// 4 parts = 8 groups), summed after.
+TEST(GradCheck, StrideOneConvGradientsAreConvsAndTheWeightsSplitsTheBatch) {
+  Graph g = parse_graph(GRAPH("%0: f32[16,4,16,16], %1: f32[6,2,3,3]",
+                              "  %2: f32[16,6,16,16] = conv(%0, %1) {padding=[1,1,1,1], groups=2}\n"
+                              "  %3: f32[] = sum(%2) {dims=[], keepdim=false}", "%3"));
+  GradientRequest request{{g.outputs()[0]}, {}, {g.inputs()[0], g.inputs()[1]}};
+  for (Value* grad : add_gradients(g, request)) g.add_output(grad);
+  const std::string text = print_graph(g);
+  EXPECT_EQ(text.find("conv_transpose"), std::string::npos) << text;
+  EXPECT_NE(text.find("groups=8"), std::string::npos) << text;
 }
 
 // A rule that cannot apply is an error naming the op and the line it was recorded at: here a

@@ -1,7 +1,8 @@
 // Gradient rules of convolution and pooling, written in kiln's own ops:
-// - conv: the input's gradient is a conv_transpose of the output's gradient with the same weight;
-//   the weight's is a correlation of the input with the output's gradient (a conv in which stride
-//   and dilation swap roles), every group at once as one grouped conv;
+// - conv: the input's gradient is a conv_transpose of the output's gradient with the same weight
+//   (at stride 1, the equivalent conv with the weight mirrored); the weight's is a correlation of
+//   the input with the output's gradient (a conv in which stride and dilation swap roles), every
+//   group and every part of the batch at once as one grouped conv;
 // - conv_transpose: the same adjoint pair the other way round;
 // - pooling: each kernel tap reads a strided slice of the padded input, so a tap's share of the
 //   gradient goes back by the inverse placement: zeros interleaved by the stride, then padding.
@@ -80,41 +81,108 @@ Value* crop_spatial(G& b, Value* v, const std::vector<int64_t>& sizes) {
   return b.slice(v, axes, std::vector<int64_t>(sizes.size(), 0), sizes, std::vector<int64_t>(sizes.size(), 1));
 }
 
+// How many parts the weight gradient's reduction over the batch is split into: the correlation's
+// output is a few channels by a few taps, so without a split a handful of workgroups would each
+// reduce over every image and output position. Each part becomes groups of their own, then a sum
+// adds the parts. The batch must be a number that the split divides; parts stop at 64, at a reduction
+// of 256 per part, and at 4M partial weight values.
+int64_t batch_split(const Value* input, const Value* gout, int64_t weight_elements) {
+  if (!input->type.shape[0].is_static()) return 1;
+  const int64_t batch = input->type.shape[0].value();
+  int64_t per_image = 1;
+  for (size_t i = 2; i < gout->type.rank(); ++i) per_image *= gout->type.shape[i].value();
+  int64_t best = 1;
+  for (int64_t parts = 2; parts <= std::min<int64_t>(batch, 64); ++parts)
+    if (batch % parts == 0 && batch / parts >= 4 && batch / parts * per_image >= 256 &&
+        parts * weight_elements <= (int64_t(1) << 22))
+      best = parts;
+  return best;
+}
+
 // dW[co, ci / groups, *kernel] = sum over n and o of gout[n, co, o] * input_padded[n, ci, o * stride
 // + k * dilation]: the weight gradient of a conv from `input` to `gout`. It is one grouped conv of
-// the input with batch and channels swapped by the output gradient taken as the weight.
+// the input with batch and channels swapped by the output gradient taken as the weight. The batch
+// splits into P parts (batch_split), each a group of its own, summed after.
 Value* correlate(G& b, Value* input, Value* gout, const Window& w, const std::vector<int64_t>& pad_end,
                  int64_t groups) {
   const size_t s = w.spatial;
   const int64_t in_group = channels_of(b, input, "input") / groups;
   const int64_t out_group = channels_of(b, gout, "output gradient") / groups;
-  const SymInt n = input->type.shape[0];
+  int64_t taps = 1;
+  for (int64_t k : w.kernel) taps *= k;
+  const int64_t parts = batch_split(input, gout, groups * out_group * in_group * taps);
+  const SymInt part = parts == 1 ? input->type.shape[0] : SymInt(input->type.shape[0].value() / parts);
   auto tail = [](const Value* v) { return Shape(v->type.shape.begin() + 2, v->type.shape.end()); };
   auto shape = [](Shape head, const Shape& rest) {
     head.insert(head.end(), rest.begin(), rest.end());
     return head;
   };
   auto order = [s](std::vector<int64_t> head) {
-    for (size_t i = 0; i < s; ++i) head.push_back(int64_t(3 + i));
+    for (size_t i = 0; i < s; ++i) head.push_back(int64_t(head.size()));
     return head;
   };
-  // input [N, G * Cig, *sp] -> [Cig, G * N, *sp], channels group-major.
-  Value* x = b.reshape(input, shape({n, groups, in_group}, tail(input)));
-  x = b.reshape(b.permute(x, order({2, 1, 0})), shape({in_group, n * groups}, tail(input)));
-  // gout [N, G * Cog, *osp] -> [G * Cog, N, *osp]: the conv's weight, one group per kernel group.
-  Value* g = b.reshape(gout, shape({n, groups, out_group}, tail(gout)));
-  g = b.reshape(b.permute(g, order({1, 2, 0})), shape({out_group * groups, n}, tail(gout)));
+  // input [P * M, G * Cig, *sp] -> [Cig, G * P * M, *sp]: channel (g * P + p) * M + m.
+  Value* x = b.reshape(input, shape({parts, part, groups, in_group}, tail(input)));
+  x = b.reshape(b.permute(x, order({3, 2, 0, 1})), shape({in_group, groups * parts * part}, tail(input)));
+  // gout [P * M, G * Cog, *osp] -> [G * P * Cog, M, *osp]: the conv's weight, one group per (g, p).
+  Value* g = b.reshape(gout, shape({parts, part, groups, out_group}, tail(gout)));
+  g = b.reshape(b.permute(g, order({2, 0, 3, 1})), shape({groups * parts * out_group, part}, tail(gout)));
   std::vector<int64_t> pads = w.pad_begin;
   pads.insert(pads.end(), pad_end.begin(), pad_end.end());
   AttrMap attrs;
   attrs.set("stride", w.dilation);
   attrs.set("padding", pads);
   attrs.set("dilation", w.stride);
-  attrs.set("groups", groups);
-  Value* r = crop_spatial(b, b.op(K::Conv, {x, g}, attrs), w.kernel);  // [Cig, Co, *kernel]
+  attrs.set("groups", groups * parts);
+  Value* r = crop_spatial(b, b.op(K::Conv, {x, g}, attrs), w.kernel);  // [Cig, G * P * Cog, *kernel]
+  Shape kernel(w.kernel.begin(), w.kernel.end());
+  if (parts > 1) {
+    r = b.sum(b.reshape(r, shape({in_group, groups, parts, out_group}, kernel)), {2}, false);
+    r = b.reshape(r, shape({in_group, groups * out_group}, kernel));
+  }
   std::vector<int64_t> swap = {1, 0};
   for (size_t i = 0; i < s; ++i) swap.push_back(int64_t(2 + i));
   return b.permute(r, swap);
+}
+
+// The input gradient of a stride-1 conv as a conv (the conv templates' shape) instead of a
+// conv_transpose: the output gradient padded by the kernel's extent less the forward padding,
+// against the weight flipped in space with its channels swapped per group. nullptr where a
+// forward padding is wider than the kernel's extent (a crop, not a pad).
+Value* input_grad_as_conv(G& b, Value* g, Value* weight, const Window& w, const std::vector<int64_t>& output_padding,
+                          int64_t groups) {
+  std::vector<int64_t> pads(2 * w.spatial);
+  for (size_t i = 0; i < w.spatial; ++i) {
+    if (w.stride[i] != 1) return nullptr;
+    pads[i] = w.extent(i) - 1 - w.pad_begin[i];
+    pads[w.spatial + i] = w.extent(i) - 1 - w.pad_end[i] + output_padding[i];
+    if (pads[i] < 0 || pads[w.spatial + i] < 0) return nullptr;
+  }
+  const int64_t out_group = b.static_dim(weight, 0, "weight") / groups;
+  const int64_t in_group = b.static_dim(weight, 1, "weight");
+  Shape kernel(w.kernel.begin(), w.kernel.end());
+  auto shape = [&kernel](Shape head) {
+    head.insert(head.end(), kernel.begin(), kernel.end());
+    return head;
+  };
+  // weight [G * Cog, Cig, *k] -> [G * Cig, Cog, *k], each tap mirrored.
+  std::vector<int64_t> swap = {0, 2, 1}, axes, starts, ends, steps;
+  for (size_t i = 0; i < w.spatial; ++i) {
+    swap.push_back(int64_t(3 + i));
+    axes.push_back(int64_t(2 + i));
+    starts.push_back(-1);
+    ends.push_back(kSliceOpenBegin);  // the whole axis, reversed
+    steps.push_back(-1);
+  }
+  Value* flipped = b.reshape(weight, shape({groups, out_group, in_group}));
+  flipped = b.reshape(b.permute(flipped, swap), shape({groups * in_group, out_group}));
+  flipped = b.slice(flipped, axes, starts, ends, steps);
+  AttrMap attrs;
+  attrs.set("stride", std::vector<int64_t>(w.spatial, 1));
+  attrs.set("padding", pads);
+  attrs.set("dilation", w.dilation);
+  attrs.set("groups", groups);
+  return b.op(K::Conv, {g, flipped}, attrs);
 }
 
 Value* bias_grad(G& b, Value* g) {
@@ -137,13 +205,16 @@ std::vector<Value*> conv_grad(G& b) {
     std::vector<int64_t> output_padding;
     for (size_t i = 0; i < w.spatial; ++i)
       output_padding.push_back(in[i] + w.pad_begin[i] + w.pad_end[i] - w.extent(i) - (outs[i] - 1) * w.stride[i]);
-    AttrMap attrs;
-    attrs.set("stride", w.stride);
-    attrs.set("padding", w.pads());
-    attrs.set("output_padding", output_padding);
-    attrs.set("dilation", w.dilation);
-    attrs.set("groups", groups);
-    out[0] = b.op(K::ConvTranspose, {g, weight}, attrs);
+    out[0] = input_grad_as_conv(b, g, weight, w, output_padding, groups);
+    if (!out[0]) {
+      AttrMap attrs;
+      attrs.set("stride", w.stride);
+      attrs.set("padding", w.pads());
+      attrs.set("output_padding", output_padding);
+      attrs.set("dilation", w.dilation);
+      attrs.set("groups", groups);
+      out[0] = b.op(K::ConvTranspose, {g, weight}, attrs);
+    }
   }
   if (b.wanted(1)) out[1] = correlate(b, x, g, w, w.pad_end, groups);
   if (out.size() == 3 && b.wanted(2)) out[2] = bias_grad(b, g);
