@@ -15,19 +15,21 @@ const char* prelude_macros(Dialect dialect) {
   return "#define KILN_FN\n#define KILN_PRECISE precise\n";
 }
 
+// Float helpers write their literals with an f suffix: in CUDA C and C++ an unsuffixed 2.0 is a
+// double and would take the whole expression (exp, the division) to double precision.
 const char* prelude_common() {
   return R"(KILN_FN float kiln_inf() { return uintBitsToFloat(0x7f800000u); }
 KILN_FN float kiln_nan() { return uintBitsToFloat(0x7fc00000u); }
 KILN_FN float kiln_erf(float x) {  // Abramowitz-Stegun 7.1.26, |error| < 1.5e-7
   float s = sign(x), a = abs(x);
-  float t = 1.0 / (1.0 + 0.3275911 * a);
-  float y = 1.0 - (((((1.061405429 * t - 1.453152027) * t) + 1.421413741) * t - 0.284496736) * t + 0.254829592) * t * exp(-a * a);
+  float t = 1.0f / (1.0f + 0.3275911f * a);
+  float y = 1.0f - (((((1.061405429f * t - 1.453152027f) * t) + 1.421413741f) * t - 0.284496736f) * t + 0.254829592f) * t * exp(-a * a);
   return s * y;
 }
-KILN_FN float kiln_tanh(float x) { float e = exp(-2.0 * abs(x)); return sign(x) * (1.0 - e) / (1.0 + e); }
+KILN_FN float kiln_tanh(float x) { float e = exp(-2.0f * abs(x)); return sign(x) * (1.0f - e) / (1.0f + e); }
 KILN_FN float kiln_pow(float a, float b) {
-  if (b == 0.0) return 1.0;
-  if (a < 0.0 && b == floor(b)) { float m = pow(-a, b); return mod(b, 2.0) == 0.0 ? m : -m; }
+  if (b == 0.0f) return 1.0f;
+  if (a < 0.0f && b == floor(b)) { float m = pow(-a, b); return mod(b, 2.0f) == 0.0f ? m : -m; }
   return pow(a, b);
 }
 KILN_FN uint kiln_pow(uint a, uint b) { uint r = 1u; while (b > 0u) { if ((b & 1u) != 0u) r *= a; a *= a; b >>= 1u; } return r; }
@@ -47,7 +49,7 @@ KILN_FN int kiln_max(int a, int b) { return max(a, b); }
 KILN_FN int kiln_min(int a, int b) { return min(a, b); }
 KILN_FN uint kiln_max(uint a, uint b) { return max(a, b); }
 KILN_FN uint kiln_min(uint a, uint b) { return min(a, b); }
-KILN_FN float kiln_rem(float a, float b, bool c_fmod) { float r = a - b * trunc(a / b); if (!c_fmod && r != 0.0 && ((r < 0.0) != (b < 0.0))) r += b; return r; }
+KILN_FN float kiln_rem(float a, float b, bool c_fmod) { float r = a - b * trunc(a / b); if (!c_fmod && r != 0.0f && ((r < 0.0f) != (b < 0.0f))) r += b; return r; }
 KILN_FN int kiln_rem(int a, int b, bool c_fmod) { int r = a - (a / b) * b; if (!c_fmod && r != 0 && ((r < 0) != (b < 0))) r += b; return r; }
 KILN_FN uint kiln_rem(uint a, uint b, bool c_fmod) { return a % b; }
 )";
@@ -93,7 +95,7 @@ KILN_FN uint64_t kiln_splitmix64(uint64_t x) {
 KILN_FN float kiln_uniform(uint64_t seed, uint64_t i, bool mix) {  // as core/support/random.h
   if (mix) seed = kiln_splitmix64(seed);
   uint64_t bits = kiln_splitmix64(seed * 0x632be59bd9b4e019ul + kiln_splitmix64(i));
-  return float(uint(bits >> 41) * 2u + 1u) * 5.9604644775390625e-8;
+  return float(uint(bits >> 41) * 2u + 1u) * 5.9604644775390625e-8f;
 }
 KILN_FN uint64_t kiln_pow(uint64_t a, uint64_t b) { uint64_t r = uint64_t(1); while (b > uint64_t(0)) { if ((b & uint64_t(1)) != uint64_t(0)) r *= a; a *= a; b >>= 1; } return r; }
 )";
