@@ -139,10 +139,12 @@ const KernelRunner::Planned& KernelRunner::plan(const OpRun& run) {
     for (const TensorType& t : lowered.temps)
       planned->temp_bytes.push_back(
           std::max<size_t>(size_t(numel(t.shape).value()) * dtype_size(t.dtype), 4));
-    const kernel::EmitOptions emit_options = kernel::emit_options_for(target_);
+    kernel::EmitOptions emit_options = kernel::emit_options_for(target_);
     for (const kernel::LoweredOp::Step& s : lowered.steps) {
       int64_t elements = s.kernel.elements();
       if (elements == 0) continue;
+      if (target_.dialect != kernel::Dialect::Cpp)  // C++ would print them: one source per shape
+        emit_options.static_params = s.kernel.static_param_values();
       kernel::EmittedKernel emitted = kernel::emit(s.kernel.kernel, emit_options);
       Planned::Step step;
       step.program = &program_for(s.kernel.kernel.name, emitted.source, kernel::language_of(target_.dialect));

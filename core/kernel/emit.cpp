@@ -26,6 +26,7 @@ class Printer {
 
   EmittedKernel run() {
     vec4_ = vectorized();
+    coop_ = cooperative();
     header();
     if (!k_.segments.empty()) {
       horizontal_body();
@@ -34,6 +35,7 @@ class Printer {
       if (vec4_) vec4_prologue(k_.stores);
       index_prologue();
       if (k_.kind == KernelKind::Reduce) reduce_loop();
+      if (coop_) combine_workgroup();
       store_all(k_.stores);
       if (vec4_) vec4_epilogue(k_.stores);
       if (cpp(d_)) cpp_loop_end();
@@ -44,6 +46,7 @@ class Printer {
     out.line_origins = std::move(origins_);
     out.workgroup_size = cpp(d_) ? 1 : o_.workgroup_size;  // C++: launch "groups" count elements
     out.elements_per_invocation = vec4_ ? 4 : 1;
+    out.invocations_per_element = coop_ ? o_.workgroup_size : 1;
     return out;
   }
 
@@ -176,6 +179,54 @@ class Printer {
       if (b.output && b.dtype != DType::F32 && b.dtype != DType::I32) return false;
     }
     return true;
+  }
+
+  // A sum over a long extent into few outputs (a loss, a bias or batch-norm gradient): one
+  // workgroup per output, whose invocations stride over the extent and add their partial sums in
+  // shared memory, instead of one invocation looping over the whole extent alone. GPU dialects,
+  // f32 sums; sizes known at emission (a rank-0 output always qualifies).
+  bool cooperative() const {
+    if (cpp(d_) || vec4_ || k_.kind != KernelKind::Reduce || !k_.segments.empty() || k_.combiner != OpKind::Sum ||
+        k_.accumulator_type != DType::F32 || (o_.workgroup_size & (o_.workgroup_size - 1)) != 0)
+      return false;
+    if (k_.rank == 0) return true;
+    std::optional<int64_t> outputs = 1, extent = static_value(k_.extent);
+    for (int d = 0; d < k_.rank && outputs; ++d)
+      outputs = static_param(d) ? std::optional<int64_t>(*outputs * *static_param(d)) : std::nullopt;
+    return outputs && extent && *outputs <= kMaxCooperativeOutputs && *extent >= kMinCooperativeExtent;
+  }
+  static constexpr int64_t kMaxCooperativeOutputs = 1024, kMinCooperativeExtent = 1024;
+
+  std::optional<int64_t> static_param(int slot) const {
+    if (size_t(slot) >= o_.static_params.size() || !o_.static_params[size_t(slot)]) return std::nullopt;
+    return *o_.static_params[size_t(slot)];
+  }
+  // A size expression's value where it is a constant or a static param (products of them too).
+  std::optional<int64_t> static_value(const ExprRef& e) const {
+    if (!e) return std::nullopt;
+    if (e->kind == ExprKind::Const) return int64_t(e->value);
+    if (e->kind == ExprKind::Param) return static_param(e->index);
+    if (e->kind == ExprKind::Op && e->op == OpKind::Mul && e->args.size() == 2) {
+      std::optional<int64_t> a = static_value(e->args[0]), b = static_value(e->args[1]);
+      if (a && b) return *a * *b;
+    }
+    return std::nullopt;
+  }
+
+  // A cooperative reduction's end: the workgroup's partial sums added pairwise in shared memory;
+  // invocation 0 stores.
+  void combine_workgroup() {
+    const std::vector<int> all = k_.origins();
+    auto tag = [&](const std::string& text) { line(text, all); };
+    const std::string barrier = glsl(d_) ? "barrier();" : "__syncthreads();";
+    tag("  kiln_partial[lid] = acc;");
+    tag("  " + barrier);
+    tag("  for (int s = " + std::to_string(o_.workgroup_size / 2) + "; s > 0; s >>= 1) {");
+    tag("    if (lid < s) kiln_partial[lid] += kiln_partial[lid + s];");
+    tag("    " + barrier);
+    tag("  }");
+    tag("  acc = kiln_partial[0];");
+    tag("  if (lid != 0) return;");
   }
 
   static bool is_linear_index(const ExprRef& e) { return e->kind == ExprKind::Coord && e->index < 0; }
@@ -322,6 +373,7 @@ class Printer {
     }
     if (k_.num_params > 0)
       line("layout(push_constant) uniform Params { int p[" + std::to_string(k_.num_params) + "]; } pc;");
+    if (coop_) line("shared float kiln_partial[" + std::to_string(o_.workgroup_size) + "];", k_.origins());
     add_lines(prelude_macros(Dialect::Glsl));
     preludes();
     line("void main() {");
@@ -436,12 +488,22 @@ class Printer {
     }
     std::string x = glsl(d_) ? "gl_GlobalInvocationID.x" : "(blockIdx.x * blockDim.x + threadIdx.x)";
     std::string y = glsl(d_) ? "gl_GlobalInvocationID.y" : "blockIdx.y";
-    if (k_.rank == 0) {
+    const std::string& in = indent_;
+    if (coop_) {  // the workgroup's number is the output element's
+      const std::string group = glsl(d_) ? "int(gl_WorkGroupID.x + gl_WorkGroupID.y * gl_NumWorkGroups.x)"
+                                         : "int(blockIdx.x + blockIdx.y * gridDim.x)";
+      if (!glsl(d_)) tag("  __shared__ float kiln_partial[" + std::to_string(o_.workgroup_size) + "];");
+      tag(std::string("  const int lid = int(") + (glsl(d_) ? "gl_LocalInvocationID.x" : "threadIdx.x") + ");");
+      if (k_.rank == 0) {
+        tag("  if (" + group + " != 0) return;");
+        return;
+      }
+      tag("  int gid = " + group + ";");
+      tag("  if (gid >= " + total_elements() + ") return;");
+    } else if (k_.rank == 0) {
       tag("  if (" + x + " != 0u || " + y + " != 0u) return;");
       return;
-    }
-    const std::string& in = indent_;
-    if (vec4_) {
+    } else if (vec4_) {
       tag(in + "int gid = gv * 4 + lane;");
       tag(in + "if (gid >= total) continue;");  // a constant trip count keeps the loop unrollable
     } else {
@@ -481,7 +543,10 @@ class Printer {
     } else {
       line("  " + ct + " acc = " + (init.empty() ? ct + "(0)" : init) + ";", body_origins);
     }
-    line("  for (int r = 0; r < " + extent + "; ++r) {", body_origins);
+    if (coop_)
+      line("  for (int r = lid; r < " + extent + "; r += " + std::to_string(o_.workgroup_size) + ") {", body_origins);
+    else
+      line("  for (int r = 0; r < " + extent + "; ++r) {", body_origins);
     indent_ = "    ";
     std::string v = value(k_.body);
     auto step = [&](const std::string& text) { line(text, body_origins); };
@@ -574,6 +639,7 @@ class Printer {
   std::string indent_ = "  ";
   int next_ = 0;
   bool vec4_ = false;
+  bool coop_ = false;  // cooperative()
   std::set<int> prefetched_;  // vec4 kernels: input slots read as one texel per invocation
   std::vector<int> context_;  // origins inherited by nodes that have none
   bool relocated_ = false;    // a #line put the next line at a user's file:line
@@ -603,9 +669,12 @@ std::string emit_prelude_for(Dialect dialect) {
   return text;
 }
 
+std::array<uint32_t, 3> launch_groups(int64_t elements, int workgroup_size, int per, int invocations) {
+  return launch_groups((elements + per - 1) / per * invocations, workgroup_size);
+}
+
 std::array<uint32_t, 3> launch_groups(const EmittedKernel& kernel, int64_t elements) {
-  int64_t per = kernel.elements_per_invocation;
-  return launch_groups((elements + per - 1) / per, kernel.workgroup_size);
+  return launch_groups(elements, kernel.workgroup_size, kernel.elements_per_invocation, kernel.invocations_per_element);
 }
 
 std::array<uint32_t, 3> launch_groups(int64_t elements, int workgroup_size) {

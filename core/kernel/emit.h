@@ -41,8 +41,9 @@ struct EmitOptions {
   // `#line N "file"` before them, so NVRTC's -lineinfo (and profilers, cuda-gdb) map their
   // instructions to the user's source; other lines keep the generated text's own numbering.
   std::function<SourceLine(int)> source_line;
-  // C++: the params whose value never changes (sizes without symbols), printed as literals so the
-  // compiler turns index divisions by them into shifts and multiplies; nullopt for symbolic ones.
+  // The params whose value never changes (sizes without symbols); nullopt for symbolic ones. C++
+  // prints them as literals, so the compiler turns index divisions by them into shifts and
+  // multiplies; GLSL and CUDA choose a reduction's form by them (cooperative_reduction).
   std::vector<std::optional<int32_t>> static_params;
 };
 
@@ -52,6 +53,9 @@ struct EmittedKernel {
   std::vector<std::vector<int>> line_origins;  // per source line (0-based): origin node ids
   int workgroup_size = 256;
   int elements_per_invocation = 1;  // 4 for vec4_pointwise kernels
+  // A workgroup-cooperative reduction: one workgroup per output element, its invocations striding
+  // over the reduction and combining through shared memory; workgroup_size here, else 1.
+  int invocations_per_element = 1;
 };
 
 EmittedKernel emit(const Kernel& kernel, const EmitOptions& options);
@@ -64,7 +68,10 @@ std::string emit_prelude_for(Dialect dialect);
 
 // Workgroups to launch for `elements` iterations (x, y): y > 1 when x would pass the 65535 limit.
 std::array<uint32_t, 3> launch_groups(int64_t elements, int workgroup_size);
-// Workgroups for an emitted kernel over `elements` iterations (its elements per invocation counted).
+// Workgroups for a kernel over `elements` iterations that computes `per` elements per invocation,
+// or takes `invocations` invocations per element (a cooperative reduction).
+std::array<uint32_t, 3> launch_groups(int64_t elements, int workgroup_size, int per, int invocations);
+// Workgroups for an emitted kernel over `elements` iterations.
 std::array<uint32_t, 3> launch_groups(const EmittedKernel& kernel, int64_t elements);
 
 }  // namespace kiln::kernel

@@ -38,7 +38,8 @@ KernelPrograms compile_kernels(const LoweredProgram& program, Backend& backend) 
     for (const ProgramStep& s : pk.steps) {
       const std::string& name = s.kernel.kernel.name;
       kernels.push_back({{name, program.language, s.source},
-                         {name, program.language, s.source, s.workgroup_size, false, s.elements_per_invocation}});
+                         {name, program.language, s.source, s.workgroup_size, false, s.elements_per_invocation,
+                          s.invocations_per_element}});
     }
   compiled.compile_all(kernels);
   return compiled;

@@ -16,6 +16,7 @@ struct CompiledKernelInfo {
   int workgroup_size = 0;  // 0: set by a template's own source
   bool is_template = false;
   int elements_per_invocation = 1;
+  int invocations_per_element = 1;
 };
 
 class KernelPrograms {

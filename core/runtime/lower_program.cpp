@@ -191,14 +191,14 @@ void emit_program(LoweredProgram& program, const kernel::CodegenTarget& target) 
   program.language = kernel::language_of(target.dialect);
   for (ProgramKernel& pk : program.kernels) {
     for (ProgramStep& s : pk.steps) {
-      // One C++ source per program: its static sizes may be literals.
-      options.static_params = target.dialect == kernel::Dialect::Cpp ? s.kernel.static_param_values()
-                                                                     : std::vector<std::optional<int32_t>>{};
+      // C++ prints static sizes as literals; GPU dialects read them to choose a reduction's form.
+      options.static_params = s.kernel.static_param_values();
       kernel::EmittedKernel emitted = kernel::emit(s.kernel.kernel, options);
       s.source = std::move(emitted.source);
       s.line_origins = std::move(emitted.line_origins);
       s.workgroup_size = emitted.workgroup_size;
       s.elements_per_invocation = emitted.elements_per_invocation;
+      s.invocations_per_element = emitted.invocations_per_element;
     }
   }
 }

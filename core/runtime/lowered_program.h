@@ -54,6 +54,7 @@ struct ProgramStep {
   std::vector<std::vector<int>> line_origins;  // per source line: origin node ids
   int workgroup_size = 0;
   int elements_per_invocation = 1;
+  int invocations_per_element = 1;  // a cooperative reduction's workgroup (EmittedKernel)
 };
 
 // One kernel of the schedule: its generic steps, and the lone op a template may replace them with.

@@ -61,7 +61,8 @@ const Program& PlannedProgram::program_for(const ProgramStep& s) {
   const std::string& name = s.kernel.kernel.name;
   const char* language = kernel::language_of(target_.dialect);
   return programs_.get({name, language, s.source},
-                       {name, language, s.source, s.workgroup_size, false, s.elements_per_invocation});
+                       {name, language, s.source, s.workgroup_size, false, s.elements_per_invocation,
+                        s.invocations_per_element});
 }
 
 // The backend's tuned template for a template_candidate op, with its epilogue, at these sizes (alone,
@@ -155,14 +156,14 @@ PlannedProgram::LaunchPlan PlannedProgram::copy_launch(DType dtype, int64_t elem
   step.source = std::move(emitted.source);
   step.workgroup_size = emitted.workgroup_size;
   step.elements_per_invocation = emitted.elements_per_invocation;
+  step.invocations_per_element = emitted.invocations_per_element;
   const Program* program = &program_for(step);
   return {program, {}, push_bytes(step.kernel.param_values()), groups_for(program, elements)};
 }
 
 std::array<uint32_t, 3> PlannedProgram::groups_for(const Program* program, int64_t elements) const {
   const CompiledKernelInfo& info = programs_.info(program);
-  const int64_t per = info.elements_per_invocation;
-  return kernel::launch_groups((elements + per - 1) / per, info.workgroup_size);
+  return kernel::launch_groups(elements, info.workgroup_size, info.elements_per_invocation, info.invocations_per_element);
 }
 
 void PlannedProgram::prepare(const std::map<std::string, int64_t>& bindings) {

@@ -250,6 +250,7 @@ void prebuild(CudaEmulatedBackend& backend, const std::vector<Case>& cases, int 
     o.dialect = kernel::Dialect::Cuda;
     for (const kernel::LoweredOp::Step& s : lowered.steps) {
       if (s.kernel.elements() == 0) continue;
+      o.static_params = s.kernel.static_param_values();
       std::string source = kernel::emit(s.kernel.kernel, o).source;
       if (source.find("__half") != std::string::npos && !backend.emulator().has_half()) continue;
       backend.emulator().add(s.kernel.kernel.name, source);

@@ -113,6 +113,48 @@ TEST(Emit, Vec4PointwiseOnlyForWordOutputsInGlsl) {
   EXPECT_EQ(emit(lt.steps[0].kernel.kernel, o).elements_per_invocation, 1);
 }
 
+// A long f32 sum into few outputs is one workgroup per output on GPU dialects: invocations stride
+// over the extent and add their partial sums in shared memory. It needs the sizes (static params)
+// unless the output is a single element; C++ keeps one loop per output.
+TEST(Emit, LongSumsIntoFewOutputsReduceOneWorkgroupPerOutput) {
+  auto lower_sum = [](std::vector<int64_t> shape, std::vector<int64_t> dims) {
+    std::vector<TensorType> in = {{DType::F32, make_shape(shape)}};
+    AttrMap attrs = complete_attrs(OpKind::Sum, {{"dims", dims}, {"keepdim", false}}, {});
+    std::vector<TensorType> out = infer_types(OpKind::Sum, in, attrs, {});
+    return lower_op(OpKind::Sum, attrs, in, out, 1);
+  };
+  const LoweredOp rows = lower_sum({3, 2048}, {1});
+  ASSERT_EQ(rows.steps.size(), 1u);
+  EmitOptions o = options();
+  o.static_params = rows.steps[0].kernel.static_param_values();
+  const EmittedKernel glsl = emit(rows.steps[0].kernel.kernel, o);
+  EXPECT_EQ(glsl.invocations_per_element, 256);
+  EXPECT_NE(glsl.source.find("shared float kiln_partial[256];"), std::string::npos) << glsl.source;
+  EXPECT_NE(glsl.source.find("r += 256"), std::string::npos) << glsl.source;
+  EXPECT_NE(glsl.source.find("barrier();"), std::string::npos) << glsl.source;
+  EXPECT_EQ(launch_groups(glsl, 3), (std::array<uint32_t, 3>{3, 1, 1}));
+
+  o.dialect = Dialect::Cuda;
+  const EmittedKernel cuda = emit(rows.steps[0].kernel.kernel, o);
+  EXPECT_NE(cuda.source.find("__shared__ float kiln_partial[256];"), std::string::npos) << cuda.source;
+  EXPECT_NE(cuda.source.find("__syncthreads();"), std::string::npos) << cuda.source;
+  o.dialect = Dialect::Cpp;
+  EXPECT_EQ(emit(rows.steps[0].kernel.kernel, o).invocations_per_element, 1);
+
+  // Unknown sizes, short rows and many outputs keep one invocation per output.
+  o.dialect = Dialect::Glsl;
+  o.static_params.clear();
+  EXPECT_EQ(emit(rows.steps[0].kernel.kernel, o).invocations_per_element, 1);
+  for (const LoweredOp& keep : {lower_sum({3, 500}, {1}), lower_sum({2000, 2048}, {1})}) {
+    o.static_params = keep.steps[0].kernel.static_param_values();
+    EXPECT_EQ(emit(keep.steps[0].kernel.kernel, o).invocations_per_element, 1);
+  }
+  // A single output needs no sizes.
+  o.static_params.clear();
+  const LoweredOp all = lower_sum({10}, {});
+  EXPECT_EQ(emit(all.steps.back().kernel.kernel, o).invocations_per_element, 256);
+}
+
 // Every Vulkan device takes 128 bytes of push constants: a concat of many inputs of distinct sizes
 // becomes a tree of kernels through temps, each within that budget (values: tests/kernel/op_cases).
 TEST(Emit, WideConcatStaysWithinPortablePushConstants) {

@@ -178,6 +178,15 @@ std::vector<Case> build_table() {
   add_reduce(t, O::Mean, kFloats, Gen::Normal);
   add_reduce(t, O::LogSumExp, kFloats, Gen::Normal);
   add_reduce(t, O::LogSumExp, {DType::F32}, Gen::WithNegInf, "_neginf");
+  // Long f32 sums into few outputs: GPU dialects reduce them one workgroup per output
+  // (cooperative_reduction in core/kernel/emit.cpp), in another order than the reference.
+  const Tolerance long_sum{1e-5, 1e-3};
+  t.push_back({"sum_long_rows", O::Sum, {{"dims", std::vector<int64_t>{1}}, {"keepdim", false}},
+               {{DType::F32, {3, 2048}, Gen::Normal}}, long_sum});
+  t.push_back({"sum_long_strided", O::Sum, {{"dims", std::vector<int64_t>{0, 2}}, {"keepdim", true}},
+               {{DType::F32, {40, 3, 33}, Gen::Normal}}, long_sum});
+  t.push_back({"mean_all_long", O::Mean, {{"dims", std::vector<int64_t>{}}, {"keepdim", false}},
+               {{DType::F32, {5000}, Gen::Normal}}, long_sum});
   for (O k : {O::ArgMax, O::ArgMin}) {
     add_dim_op(t, k, kAll, Gen::Normal, true);
     add_dim_op(t, k, {DType::F32, DType::F16}, Gen::WithNaN, true);
