@@ -23,7 +23,6 @@ class DeviceMemory {
   // it keeps.
   CUdeviceptr allocate(size_t bytes);
   void release(CUdeviceptr ptr);
-  bool pooled() const { return pool_ != nullptr; }
 
  private:
   const Driver& d_;

@@ -43,7 +43,8 @@ struct EmitOptions {
   std::function<SourceLine(int)> source_line;
   // The params whose value never changes (sizes without symbols); nullopt for symbolic ones. C++
   // prints them as literals, so the compiler turns index divisions by them into shifts and
-  // multiplies; GLSL and CUDA choose a reduction's form by them (cooperative_reduction).
+  // multiplies; GLSL and CUDA choose by them whether a sum is one workgroup per output
+  // (EmittedKernel::invocations_per_element).
   std::vector<std::optional<int32_t>> static_params;
 };
 

@@ -179,7 +179,7 @@ std::vector<Case> build_table() {
   add_reduce(t, O::LogSumExp, kFloats, Gen::Normal);
   add_reduce(t, O::LogSumExp, {DType::F32}, Gen::WithNegInf, "_neginf");
   // Long f32 sums into few outputs: GPU dialects reduce them one workgroup per output
-  // (cooperative_reduction in core/kernel/emit.cpp), in another order than the reference.
+  // (EmittedKernel::invocations_per_element), adding in another order than the reference.
   const Tolerance long_sum{1e-5, 1e-3};
   t.push_back({"sum_long_rows", O::Sum, {{"dims", std::vector<int64_t>{1}}, {"keepdim", false}},
                {{DType::F32, {3, 2048}, Gen::Normal}}, long_sum});

@@ -84,13 +84,17 @@ Value* crop_spatial(G& b, Value* v, const std::vector<int64_t>& sizes) {
 // How many parts the weight gradient's reduction over the batch is split into: the correlation's
 // output is a few channels by a few taps, so without a split a handful of workgroups would each
 // reduce over every image and output position. Each part becomes groups of their own, then a sum
-// adds the parts. The batch must be a number that the split divides; parts stop at 64, at a reduction
-// of 256 per part, and at 4M partial weight values.
+// adds the parts. The sizes must be numbers and the split must divide the batch; parts stop at 64,
+// at 4 images and a reduction of 256 per part (fewer images make depthwise convs, which the
+// templates run slower at a weight gradient's many taps), and at 4M partial weight values.
 int64_t batch_split(const Value* input, const Value* gout, int64_t weight_elements) {
   if (!input->type.shape[0].is_static()) return 1;
   const int64_t batch = input->type.shape[0].value();
   int64_t per_image = 1;
-  for (size_t i = 2; i < gout->type.rank(); ++i) per_image *= gout->type.shape[i].value();
+  for (size_t i = 2; i < gout->type.rank(); ++i) {
+    if (!gout->type.shape[i].is_static()) return 1;
+    per_image *= gout->type.shape[i].value();
+  }
   int64_t best = 1;
   for (int64_t parts = 2; parts <= std::min<int64_t>(batch, 64); ++parts)
     if (batch % parts == 0 && batch / parts >= 4 && batch / parts * per_image >= 256 &&
