@@ -194,6 +194,8 @@ Bundle make_bundle(const Graph& graph, const MakeBundleOptions& options) {
     for (const kernel::LoweredOp::Step& step : lowered.steps) {
       int64_t count = step.kernel.elements(hints);
       if (count == 0) continue;
+      if (options.dialect != kernel::Dialect::Cpp)  // as KernelRunner emits eager kernels
+        emit_options.static_params = step.kernel.static_param_values();
       kernel::EmittedKernel emitted = kernel::emit(step.kernel.kernel, emit_options);
       untagged_lines += attribute_body_lines(emitted, n.id);
       k.sources.push_back(make_source(emitted, options.dialect, kernel::launch_groups(emitted, count)));
