@@ -167,6 +167,12 @@ const std::vector<GradCase> kConvAndPool = {
     {"conv_batch_split_groups_dilated_asymmetric",
      GRAPH("%0: f64[12,4,8,8], %1: f64[4,2,3,3]",
            "  %2: f64[12,4,8,8] = conv(%0, %1) {padding=[2,1,2,3], dilation=[2,2], groups=2}", "%2")},
+    // A strided 1x1 conv (ResNet's downsampling): the spread gradient's last zeros are cropped. A
+    // padding past the kernel keeps the conv_transpose form.
+    {"conv_1x1_strided", GRAPH("%0: f64[2,3,5,5], %1: f64[4,3,1,1]",
+                               "  %2: f64[2,4,3,3] = conv(%0, %1) {stride=[2,2]}", "%2")},
+    {"conv_padded_past_kernel", GRAPH("%0: f64[1,2,3,3], %1: f64[3,2,1,1]",
+                                      "  %2: f64[1,3,5,5] = conv(%0, %1) {padding=[1,1,1,1]}", "%2")},
     {"conv_transpose", GRAPH("%0: f64[2,3,3,3], %1: f64[3,2,3,3], %2: f64[2]",
                              "  %3: f64[2,2,6,6] = conv_transpose(%0, %1, %2) {stride=[2,2], padding=[1,1,1,1], output_padding=[1,1]}", "%3")},
     {"conv_transpose_groups_dilated", GRAPH("%0: f64[1,4,3,4], %1: f64[4,1,2,2]",

@@ -1,6 +1,6 @@
 // Gradient rules of convolution and pooling, written in kiln's own ops:
-// - conv: the input's gradient is a conv_transpose of the output's gradient with the same weight
-//   (at stride 1, the equivalent conv with the weight mirrored); the weight's is a correlation of
+// - conv: the input's gradient is the conv that equals a conv_transpose of the output's gradient
+//   with the same weight (the gradient spread by the stride, the weight mirrored); the weight's is a correlation of
 //   the input with the output's gradient (a conv in which stride and dilation swap roles), every
 //   group and every part of the batch at once as one grouped conv;
 // - conv_transpose: the same adjoint pair the other way round;
@@ -149,19 +149,29 @@ Value* correlate(G& b, Value* input, Value* gout, const Window& w, const std::ve
   return b.permute(r, swap);
 }
 
-// The input gradient of a stride-1 conv as a conv (the conv templates' shape) instead of a
-// conv_transpose: the output gradient padded by the kernel's extent less the forward padding,
-// against the weight flipped in space with its channels swapped per group. nullptr where a
-// forward padding is wider than the kernel's extent (a crop, not a pad).
+// The input gradient of a conv as a conv (the conv templates' shape) instead of a conv_transpose:
+// the output gradient, with stride - 1 zeros between its elements, padded by the kernel's extent
+// less the forward padding, against the weight flipped in space with its channels swapped per
+// group. A stride of s spends s^2 - 1 of every s^2 multiplies on those zeros; the templates still
+// run it faster than the generic conv_transpose. nullptr where a forward padding is wider than the
+// kernel's extent (a crop of the gradient, not a pad).
 Value* input_grad_as_conv(G& b, Value* g, Value* weight, const Window& w, const std::vector<int64_t>& output_padding,
                           int64_t groups) {
-  std::vector<int64_t> pads(2 * w.spatial);
+  std::vector<int64_t> pads(2 * w.spatial), axes, keep;
+  bool crop = false;
+  const std::vector<int64_t> out = spatial_of(b, g, "output gradient");
   for (size_t i = 0; i < w.spatial; ++i) {
-    if (w.stride[i] != 1) return nullptr;
     pads[i] = w.extent(i) - 1 - w.pad_begin[i];
-    pads[w.spatial + i] = w.extent(i) - 1 - w.pad_end[i] + output_padding[i];
-    if (pads[i] < 0 || pads[w.spatial + i] < 0) return nullptr;
+    // The dilated gradient ends with stride - 1 zeros past its last element: part of the end pad.
+    pads[w.spatial + i] = w.extent(i) - 1 - w.pad_end[i] + output_padding[i] - (w.stride[i] - 1);
+    if (pads[i] < 0 || pads[w.spatial + i] < -(w.stride[i] - 1)) return nullptr;  // past the zeros: a crop
+    axes.push_back(int64_t(2 + i));
+    keep.push_back(out[i] * w.stride[i] + std::min<int64_t>(0, pads[w.spatial + i]));
+    crop = crop || pads[w.spatial + i] < 0;
+    pads[w.spatial + i] = std::max<int64_t>(0, pads[w.spatial + i]);
   }
+  g = b.dilate(g, axes, w.stride);
+  if (crop) g = b.slice(g, axes, std::vector<int64_t>(w.spatial, 0), keep, std::vector<int64_t>(w.spatial, 1));
   const int64_t out_group = b.static_dim(weight, 0, "weight") / groups;
   const int64_t in_group = b.static_dim(weight, 1, "weight");
   Shape kernel(w.kernel.begin(), w.kernel.end());
@@ -170,10 +180,9 @@ Value* input_grad_as_conv(G& b, Value* g, Value* weight, const Window& w, const 
     return head;
   };
   // weight [G * Cog, Cig, *k] -> [G * Cig, Cog, *k], each tap mirrored.
-  std::vector<int64_t> swap = {0, 2, 1}, axes, starts, ends, steps;
+  std::vector<int64_t> swap = {0, 2, 1}, starts, ends, steps;
   for (size_t i = 0; i < w.spatial; ++i) {
     swap.push_back(int64_t(3 + i));
-    axes.push_back(int64_t(2 + i));
     starts.push_back(-1);
     ends.push_back(kSliceOpenBegin);  // the whole axis, reversed
     steps.push_back(-1);
