@@ -9,6 +9,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <functional>
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -137,6 +138,87 @@ class ResNetBlock : public nn::Module {
   nn::BatchNorm2d bn1;
   nn::Conv2d conv2;
   nn::BatchNorm2d bn2;
+};
+
+// torchvision's BasicBlock with its downsampling: conv3x3 (stride) -> bn -> relu -> conv3x3 -> bn,
+// plus the input (through `downsample`, a strided 1x1 conv and bn, where the shape changes), then
+// relu. Modules are named as torchvision names them.
+class BasicBlock : public nn::Module {
+ public:
+  struct Downsample : nn::Module {
+    Downsample(int64_t in, int64_t out, int64_t stride, Device dev, uint64_t seed)
+        : conv(in, out, 1, stride, 0, 1, 1, false, dev, seed), bn(out, 1e-5, 0.1, dev) {
+      register_module("0", conv);
+      register_module("1", bn);
+    }
+    std::string type_name() const override { return "Sequential"; }
+    nn::Conv2d conv;
+    nn::BatchNorm2d bn;
+  };
+
+  BasicBlock(int64_t in, int64_t out, int64_t stride, Device dev, uint64_t seed)
+      : conv1(in, out, 3, stride, 1, 1, 1, false, dev, seed), bn1(out, 1e-5, 0.1, dev),
+        conv2(out, out, 3, 1, 1, 1, 1, false, dev, seed + 1), bn2(out, 1e-5, 0.1, dev) {
+    register_module("conv1", conv1);
+    register_module("bn1", bn1);
+    register_module("conv2", conv2);
+    register_module("bn2", bn2);
+    if (stride != 1 || in != out) {
+      downsample = std::make_unique<Downsample>(in, out, stride, dev, seed + 2);
+      register_module("downsample", *downsample);
+    }
+  }
+  std::string type_name() const override { return "BasicBlock"; }
+  Tensor forward(const Tensor& x) {
+    Tensor y = bn2(conv2(relu(bn1(conv1(x)))));
+    return relu(y + (downsample ? downsample->bn(downsample->conv(x)) : x));
+  }
+
+  nn::Conv2d conv1;
+  nn::BatchNorm2d bn1;
+  nn::Conv2d conv2;
+  nn::BatchNorm2d bn2;
+  std::unique_ptr<Downsample> downsample;
+};
+
+// torchvision's ResNet-18: conv 7x7/2 -> bn -> relu -> max pool 3/2, four layers of two
+// BasicBlocks (64, 128, 256, 512 channels; the last three start with stride 2), global average
+// pool, linear. Seeded weights; in training mode batch norm uses the batch's statistics.
+class ResNet18 : public nn::Module {
+ public:
+  struct Layer : nn::Module {
+    Layer(int64_t in, int64_t out, int64_t stride, Device dev, uint64_t seed)
+        : first(in, out, stride, dev, seed), second(out, out, 1, dev, seed + 3) {
+      register_module("0", first);
+      register_module("1", second);
+    }
+    std::string type_name() const override { return "Sequential"; }
+    Tensor forward(const Tensor& x) { return second.forward(first.forward(x)); }
+    BasicBlock first, second;
+  };
+
+  ResNet18(int64_t classes, Device dev)
+      : conv1(3, 64, 7, 2, 3, 1, 1, false, dev, 41), bn1(64, 1e-5, 0.1, dev), fc(512, classes, true, dev, 42) {
+    register_module("conv1", conv1);
+    register_module("bn1", bn1);
+    for (int64_t i = 0; i < 4; ++i) {
+      const int64_t out = int64_t(64) << i;
+      layers.push_back(std::make_unique<Layer>(i == 0 ? 64 : out / 2, out, i == 0 ? 1 : 2, dev, 50 + 6 * uint64_t(i)));
+      register_module("layer" + std::to_string(i + 1), *layers.back());
+    }
+    register_module("fc", fc);
+  }
+  std::string type_name() const override { return "ResNet18"; }
+  Tensor forward(const Tensor& x) {
+    Tensor y = max_pool2d(relu(bn1(conv1(x))), 3, 2, 1);
+    for (auto& layer : layers) y = layer->forward(y);
+    return fc(flatten(global_avg_pool(y), 1));
+  }
+
+  nn::Conv2d conv1;
+  nn::BatchNorm2d bn1;
+  std::vector<std::unique_ptr<Layer>> layers;
+  nn::Linear fc;
 };
 
 // Command-line flags every sample takes.

@@ -1,5 +1,6 @@
 // kiln-bench-train: one training step (zero_grad, forward, loss, backward, SGD step) for the
-// samples' MLP, seed CNN and transformer block, per device, run eagerly and as one program under
+// samples' MLP, seed CNN, transformer block and ResNet-18 (--models resnet18, not in the default
+// list: seconds per step on a CPU), per device, run eagerly and as one program under
 // kiln::compile: the median milliseconds of --reps steps after --warmup steps (the first builds
 // and caches the programs), and the first step's time. PyTorch's eager step of the same models and
 // batches is tools/bench/peers/train_peers.py; BENCHMARKS.md puts them side by side. The compiled
@@ -82,8 +83,17 @@ TrainCase make_case(const std::string& name, Device device) {
     c.parameters = [m] { return m->parameters(); };
     c.loss = [m](const Tensor& x, const Tensor& y) { return mse_loss(m->forward(x), y); };
     c.keep = m;
+  } else if (name == "resnet18") {  // torchvision's ResNet-18 in training mode, batch 8 at 224x224
+    auto m = std::make_shared<samples::ResNet18>(10, device);
+    m->train();
+    c.x = randn({8, 3, 224, 224}, device, 1);
+    c.y = labels(8, 10, device);
+    c.shape = "[8,3,224,224]";
+    c.parameters = [m] { return m->parameters(); };
+    c.loss = [m](const Tensor& x, const Tensor& y) { return cross_entropy(m->forward(x), y); };
+    c.keep = m;
   } else {
-    throw Error("kiln-bench-train: unknown model '" + name + "' (mlp, mlp_dropout, cnn, transformer)");
+    throw Error("kiln-bench-train: unknown model '" + name + "' (mlp, mlp_dropout, cnn, transformer, resnet18)");
   }
   return c;
 }
@@ -154,7 +164,7 @@ void bench(const Args& args) {
 }
 
 int usage() {
-  std::fprintf(stderr, "usage: kiln-bench-train [--devices cpu,vulkan] [--models mlp,mlp_dropout,cnn,transformer] [--reps N] [--warmup N]\n");
+  std::fprintf(stderr, "usage: kiln-bench-train [--devices cpu,vulkan] [--models mlp,mlp_dropout,cnn,transformer,resnet18] [--reps N] [--warmup N]\n");
   return 2;
 }
 
