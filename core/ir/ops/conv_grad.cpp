@@ -1,8 +1,9 @@
 // Gradient rules of convolution and pooling, written in kiln's own ops:
 // - conv: the input's gradient is the conv that equals a conv_transpose of the output's gradient
-//   with the same weight (the gradient spread by the stride, the weight mirrored); the weight's is a correlation of
-//   the input with the output's gradient (a conv in which stride and dilation swap roles), every
-//   group and every part of the batch at once as one grouped conv;
+//   with the same weight (the gradient spread by the stride, the weight mirrored); the weight's is
+//   one matmul of the output's gradient by the input's columns (im2col) for an ungrouped conv, and
+//   a correlation of the input with the output's gradient (a conv in which stride and dilation
+//   swap roles), every group and part of the batch as one grouped conv, for a grouped one;
 // - conv_transpose: the same adjoint pair the other way round;
 // - pooling: each kernel tap reads a strided slice of the padded input, so a tap's share of the
 //   gradient goes back by the inverse placement: zeros interleaved by the stride, then padding.
@@ -103,12 +104,89 @@ int64_t batch_split(const Value* input, const Value* gout, int64_t weight_elemen
   return best;
 }
 
+// The columns the weight gradient multiplies may take at most this many elements (256 MiB of f32),
+// and their gather index (taps x output pixels, a constant) this many.
+constexpr int64_t kMaxColumnElements = int64_t(1) << 26, kMaxGatherIndex = int64_t(1) << 22;
+
+// The weight gradient of an ungrouped conv as one matmul, the shape the matmul templates run best:
+// dW[co, (tap, ci)] = sum over rows (n, o) of gout[n, co, o] * cols[(n, o), (tap, ci)], where cols
+// holds, per kernel tap, the input element that tap reads for pixel o (im2col), gathered from the
+// padded input by one index_select with a constant index. Its K is
+// the batch times the output's pixels, so the batch splits into parts (batch_split) as a batched
+// matmul whose results are summed. nullptr (the grouped-conv form) for a symbolic batch, or columns
+// or an index past their bounds.
+Value* correlate_as_matmul(G& b, Value* input, Value* gout, const Window& w, const std::vector<int64_t>& pad_end) {
+  const size_t s = w.spatial;
+  if (!input->type.shape[0].is_static()) return nullptr;
+  const int64_t n = input->type.shape[0].value();
+  const int64_t ci = channels_of(b, input, "input"), co = channels_of(b, gout, "output gradient");
+  const std::vector<int64_t> osp = spatial_of(b, gout, "output gradient");
+  int64_t taps = 1, pixels = 1;
+  for (int64_t k : w.kernel) taps *= k;
+  for (int64_t o : osp) pixels *= o;
+  if (n * pixels * taps * ci > kMaxColumnElements || taps * pixels > kMaxGatherIndex) return nullptr;
+  std::vector<int64_t> pads(2 * (s + 2), 0), axes;
+  bool padded = false;
+  for (size_t i = 0; i < s; ++i) {
+    pads[2 + i] = w.pad_begin[i];
+    pads[s + 4 + i] = pad_end[i];
+    padded = padded || w.pad_begin[i] != 0 || pad_end[i] != 0;
+    axes.push_back(int64_t(2 + i));
+  }
+  Value* x = padded ? b.pad(input, pads) : input;
+  // The columns gathered at once: for each tap (row-major) and output pixel, the offset in a padded
+  // channel plane of the input element it reads. [N, Ci, plane] -> [N, Ci, taps * pixels].
+  const std::vector<int64_t> in = spatial_of(b, input, "input");
+  std::vector<int64_t> plane_dims(s);
+  int64_t plane = 1;
+  for (size_t i = 0; i < s; ++i) {
+    plane_dims[i] = in[i] + w.pad_begin[i] + pad_end[i];
+    plane *= plane_dims[i];
+  }
+  std::vector<double> offsets;
+  offsets.reserve(size_t(taps * pixels));
+  for (int64_t t = 0; t < taps; ++t)
+    for (int64_t o = 0; o < pixels; ++o) {
+      int64_t offset = 0;
+      for (size_t i = 0, trest = size_t(t), orest = size_t(o); i < s; ++i) {
+        size_t tap_div = 1, pix_div = 1;  // row-major: the later dims' counts
+        for (size_t j = i + 1; j < s; ++j) {
+          tap_div *= size_t(w.kernel[j]);
+          pix_div *= size_t(osp[j]);
+        }
+        const int64_t k = int64_t(trest / tap_div), p = int64_t(orest / pix_div);
+        trest %= tap_div;
+        orest %= pix_div;
+        offset = offset * plane_dims[i] + p * w.stride[i] + k * w.dilation[i];
+      }
+      offsets.push_back(double(offset));
+    }
+  Value* index = b.constant(offsets, {taps * pixels}, plane < (int64_t(1) << 31) ? DType::I32 : DType::I64);
+  Value* stacked = b.op(K::IndexSelect, {b.reshape(x, {n, ci, plane}), index}, {{"dim", int64_t(2)}});
+  const int64_t parts = batch_split(input, gout, co * ci * taps);
+  const int64_t rows = n / parts * pixels;
+  // [N, Ci, taps, pixels] -> [N, pixels, taps, Ci] -> [P, rows, taps * Ci]
+  Value* cols = b.permute(b.reshape(stacked, {n, ci, taps, pixels}), {0, 3, 2, 1});
+  cols = b.reshape(cols, {parts, rows, taps * ci});
+  // gout [N, Co, *osp] -> [P, N / P, Co, pixels] -> [P, Co, rows]
+  Value* g = b.reshape(gout, {parts, n / parts, co, pixels});
+  g = b.reshape(b.permute(g, {0, 2, 1, 3}), {parts, co, rows});
+  Value* dw = b.op(K::MatMul, {g, cols});  // [P, Co, taps * Ci]
+  dw = parts > 1 ? b.sum(dw, {0}, false) : b.reshape(dw, {co, taps * ci});
+  // [Co, taps, Ci] -> [Co, Ci, taps] -> [Co, Ci, *kernel]
+  Shape kernel = {SymInt(co), SymInt(ci)};
+  for (int64_t k : w.kernel) kernel.push_back(SymInt(k));
+  return b.reshape(b.permute(b.reshape(dw, {co, taps, ci}), {0, 2, 1}), kernel);
+}
+
 // dW[co, ci / groups, *kernel] = sum over n and o of gout[n, co, o] * input_padded[n, ci, o * stride
 // + k * dilation]: the weight gradient of a conv from `input` to `gout`. It is one grouped conv of
 // the input with batch and channels swapped by the output gradient taken as the weight. The batch
 // splits into P parts (batch_split), each a group of its own, summed after.
 Value* correlate(G& b, Value* input, Value* gout, const Window& w, const std::vector<int64_t>& pad_end,
                  int64_t groups) {
+  if (groups == 1)
+    if (Value* dw = correlate_as_matmul(b, input, gout, w, pad_end)) return dw;
   const size_t s = w.spatial;
   const int64_t in_group = channels_of(b, input, "input") / groups;
   const int64_t out_group = channels_of(b, gout, "output gradient") / groups;

@@ -2,13 +2,14 @@
 """PyTorch's eager training step for the models kiln-bench-train times, on the same batches.
 
   /usr/bin/python3 tools/bench/peers/train_peers.py [--reps N] [--warmup N] [--threads T]
-      [--device cuda] [--compile MODE]
+      [--device cuda] [--compile MODE] [--models mlp,cnn,transformer,resnet18]
 
 One step is zero_grad, forward, loss, backward and SGD (lr 0.01, momentum 0.9), in training
 mode; the figure is the median milliseconds of --reps steps after --warmup steps, the same rule
 as kiln-bench-train. Models: the MLP 784-512-512-10 (batch 32, cross entropy), the seed CNN
 (export_models.SmallCnn, batch 8 at 3x32x32, cross entropy over its outputs) and the samples'
-pre-norm transformer block (embed 128, 4 heads, batch 4, sequence 32, mse). --compile MODE runs
+pre-norm transformer block (embed 128, 4 heads, batch 4, sequence 32, mse); with --models resnet18,
+torchvision's ResNet-18 (batch 8 at 224x224, cross entropy over 10 classes). --compile MODE runs
 the model under torch.compile(mode=MODE) (backward through AOTAutograd, the optimizer eager); on
 cuda each step ends with a device synchronization, as kiln's steps end with their results read.
 """
@@ -61,6 +62,9 @@ def cases():
     target = torch.randn(4, 32, 128, generator=gen).to(DEVICE)
     yield "transformer", "[4,32,128]", TransformerBlock(128, 4), torch.randn(4, 32, 128, generator=gen), \
         lambda out: F.mse_loss(out, target)
+    import torchvision
+    yield "resnet18", "[8,3,224,224]", torchvision.models.resnet18(num_classes=10), \
+        torch.randn(8, 3, 224, 224, generator=gen), lambda out: F.cross_entropy(out, y8)
 
 
 def main():
@@ -70,6 +74,7 @@ def main():
     parser.add_argument("--threads", type=int, default=os.cpu_count() or 1)
     parser.add_argument("--device", default="cpu")
     parser.add_argument("--compile", default="", help="torch.compile mode for the model (default: eager)")
+    parser.add_argument("--models", default="mlp,cnn,transformer")
     args = parser.parse_args()
     torch.set_num_threads(args.threads)
     torch.manual_seed(0)
@@ -80,6 +85,8 @@ def main():
           f"median ms of {args.reps} steps after {args.warmup} warm-up steps")
     print(f"{'model':12} {'batch':14} {'step ms':>12}")
     for name, batch, model, x, loss_of in cases():
+        if name not in args.models.split(","):
+            continue
         model.to(dev).train()
         x = x.to(dev)
         run = torch.compile(model, mode=args.compile) if args.compile else model
