@@ -111,10 +111,10 @@ constexpr int64_t kMaxColumnElements = int64_t(1) << 26, kMaxGatherIndex = int64
 // The weight gradient of an ungrouped conv as one matmul, the shape the matmul templates run best:
 // dW[co, (tap, ci)] = sum over rows (n, o) of gout[n, co, o] * cols[(n, o), (tap, ci)], where cols
 // holds, per kernel tap, the input element that tap reads for pixel o (im2col), gathered from the
-// padded input by one index_select with a constant index. Its K is
-// the batch times the output's pixels, so the batch splits into parts (batch_split) as a batched
-// matmul whose results are summed. nullptr (the grouped-conv form) for a symbolic batch, or columns
-// or an index past their bounds.
+// padded input by one index_select with a constant index. Its K is the batch times the output's
+// pixels, so the batch splits into parts (batch_split) as a batched matmul whose results are
+// summed. nullptr (the grouped-conv form) for a symbolic batch, columns or an index past their
+// bounds, or windows that reach past the padded input.
 Value* correlate_as_matmul(G& b, Value* input, Value* gout, const Window& w, const std::vector<int64_t>& pad_end) {
   const size_t s = w.spatial;
   if (!input->type.shape[0].is_static()) return nullptr;
@@ -125,24 +125,21 @@ Value* correlate_as_matmul(G& b, Value* input, Value* gout, const Window& w, con
   for (int64_t k : w.kernel) taps *= k;
   for (int64_t o : osp) pixels *= o;
   if (n * pixels * taps * ci > kMaxColumnElements || taps * pixels > kMaxGatherIndex) return nullptr;
-  std::vector<int64_t> pads(2 * (s + 2), 0), axes;
+  const std::vector<int64_t> in = spatial_of(b, input, "input");
+  std::vector<int64_t> pads(2 * (s + 2), 0), plane_dims(s);
   bool padded = false;
+  int64_t plane = 1;
   for (size_t i = 0; i < s; ++i) {
     pads[2 + i] = w.pad_begin[i];
     pads[s + 4 + i] = pad_end[i];
     padded = padded || w.pad_begin[i] != 0 || pad_end[i] != 0;
-    axes.push_back(int64_t(2 + i));
+    plane_dims[i] = in[i] + w.pad_begin[i] + pad_end[i];
+    plane *= plane_dims[i];
+    if ((osp[i] - 1) * w.stride[i] + w.extent(i) > plane_dims[i]) return nullptr;
   }
   Value* x = padded ? b.pad(input, pads) : input;
   // The columns gathered at once: for each tap (row-major) and output pixel, the offset in a padded
   // channel plane of the input element it reads. [N, Ci, plane] -> [N, Ci, taps * pixels].
-  const std::vector<int64_t> in = spatial_of(b, input, "input");
-  std::vector<int64_t> plane_dims(s);
-  int64_t plane = 1;
-  for (size_t i = 0; i < s; ++i) {
-    plane_dims[i] = in[i] + w.pad_begin[i] + pad_end[i];
-    plane *= plane_dims[i];
-  }
   std::vector<double> offsets;
   offsets.reserve(size_t(taps * pixels));
   for (int64_t t = 0; t < taps; ++t)
