@@ -159,6 +159,7 @@ void bench(const Args& args) {
                   device_name.c_str(), eager_case.shape.c_str(), eager.median_ms, compiled.median_ms,
                   eager.median_ms / compiled.median_ms, eager.first_ms, compiled.first_ms,
                   static_cast<long long>(compiled.launches), static_cast<long long>(compiled.optimizer_launches));
+      std::fflush(stdout);  // each row as it is measured: a run cut by a time limit keeps them
     }
   }
 }

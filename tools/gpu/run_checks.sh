@@ -88,9 +88,11 @@ if [[ -n $pointwise ]]; then
   done >> "$out/summary.txt"
 fi
 step "training steps: kiln-bench-train, then PyTorch eager and torch.compile"
-{ timeout "$(allow 90 60)" "$build/tools/bench/kiln-bench-train" --devices cuda,vulkan --reps 10
+train_models=mlp,cnn,transformer,resnet18
+{ timeout "$(allow 120 60)" "$build/tools/bench/kiln-bench-train" --devices cuda,vulkan --models $train_models --reps 10
   for mode in "" default; do
-    timeout 60 "${PYTHON:-python3}" tools/bench/peers/train_peers.py --device cuda --reps 10 ${mode:+--compile $mode}
+    timeout 60 "${PYTHON:-python3}" tools/bench/peers/train_peers.py --device cuda --models $train_models --reps 10 \
+      ${mode:+--compile $mode}
   done; } >> "$out/summary.txt" 2>&1
 if ((!bench_only)); then
   step "ONNX node conformance on cuda and vulkan"

@@ -101,7 +101,7 @@ def main():
             loss.item()  # the step is done when its loss is read
             if r >= args.warmup:
                 times.append((time.perf_counter() - start) * 1e3)
-        print(f"{name:12} {batch:14} {statistics.median(times):12.2f}")
+        print(f"{name:12} {batch:14} {statistics.median(times):12.2f}", flush=True)
 
 
 if __name__ == "__main__":
