@@ -52,7 +52,7 @@ def labels(batch, classes):
     return torch.tensor([(i * 7 + 3) % classes for i in range(batch)], device=DEVICE)
 
 
-def cases():
+def cases(wanted):
     gen = torch.Generator().manual_seed(1)
     y32, y8 = labels(32, 10), labels(8, 10)
     yield "mlp", "[32,784]", export_models.Mlp(784, 512, 10), torch.randn(32, 784, generator=gen), \
@@ -62,6 +62,8 @@ def cases():
     target = torch.randn(4, 32, 128, generator=gen).to(DEVICE)
     yield "transformer", "[4,32,128]", TransformerBlock(128, 4), torch.randn(4, 32, 128, generator=gen), \
         lambda out: F.mse_loss(out, target)
+    if "resnet18" not in wanted:
+        return
     import torchvision
     yield "resnet18", "[8,3,224,224]", torchvision.models.resnet18(num_classes=10), \
         torch.randn(8, 3, 224, 224, generator=gen), lambda out: F.cross_entropy(out, y8)
@@ -84,8 +86,9 @@ def main():
     print(f"PyTorch {torch.__version__} {how} on {args.device}, {args.threads} threads: one training step, "
           f"median ms of {args.reps} steps after {args.warmup} warm-up steps")
     print(f"{'model':12} {'batch':14} {'step ms':>12}")
-    for name, batch, model, x, loss_of in cases():
-        if name not in args.models.split(","):
+    wanted = args.models.split(",")
+    for name, batch, model, x, loss_of in cases(wanted):
+        if name not in wanted:
             continue
         model.to(dev).train()
         x = x.to(dev)
