@@ -60,25 +60,33 @@ Tensor MultiheadAttention::forward(const Tensor& query, const Tensor& key, const
     if (rank == 2) return unsqueeze(t, 0, loc);
     return batch_first ? t : transpose(t, 0, 1, loc);
   };
+  const bool self_attention = &query.impl() == &key.impl() && &key.impl() == &value.impl();
   Tensor out = attend(to_batch_first(query), to_batch_first(key), to_batch_first(value), attn_mask,
-                      loc);
+                      self_attention, loc);
   if (rank == 2) return squeeze(out, 0, loc);
   return batch_first ? out : transpose(out, 0, 1, loc);
 }
 
-Tensor MultiheadAttention::attend(const Tensor& q, const Tensor& k, const Tensor& v,
-                                  const Tensor& attn_mask, const Loc& loc) {
+Tensor MultiheadAttention::attend(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& attn_mask,
+                                  bool self_attention, const Loc& loc) {
   SymInt batch = q.shape()[0], q_len = q.shape()[1], kv_len = k.shape()[1];
-  std::vector<Tensor> w = split(in_proj_weight, embed_dim, 0, loc);
-  std::vector<Tensor> b(3);
-  if (in_proj_bias) b = split(*in_proj_bias, embed_dim, 0, loc);
-
-  // [B, len, E] -> [B, heads, len, head_dim]
-  auto heads = [&](const Tensor& x, int i, const SymInt& len) {
-    Tensor projected = linear(x, w[size_t(i)], b[size_t(i)], loc);
+  // [B, len, heads * head_dim] -> [B, heads, len, head_dim]
+  auto heads = [&](const Tensor& projected, const SymInt& len) {
     return transpose(reshape(projected, {batch, len, num_heads, head_dim}, loc), 1, 2, loc);
   };
-  Tensor qh = heads(q, 0, q_len), kh = heads(k, 1, kv_len), vh = heads(v, 2, kv_len);
+  Tensor qh, kh, vh;
+  if (self_attention) {  // one matmul, as PyTorch's in-projection of packed weights
+    Tensor qkv = linear(q, in_proj_weight, in_proj_bias ? *in_proj_bias : Tensor(), loc);  // [B, L, 3E]
+    std::vector<Tensor> parts = split(qkv, embed_dim, -1, loc);
+    qh = heads(parts[0], q_len), kh = heads(parts[1], q_len), vh = heads(parts[2], q_len);
+  } else {
+    std::vector<Tensor> w = split(in_proj_weight, embed_dim, 0, loc);
+    std::vector<Tensor> b(3);
+    if (in_proj_bias) b = split(*in_proj_bias, embed_dim, 0, loc);
+    qh = heads(linear(q, w[0], b[0], loc), q_len);
+    kh = heads(linear(k, w[1], b[1], loc), kv_len);
+    vh = heads(linear(v, w[2], b[2], loc), kv_len);
+  }
 
   Tensor scores = mul(matmul(qh, transpose(kh, -2, -1, loc), loc),
                       1.0 / std::sqrt(double(head_dim)), loc);  // [B, H, L, S]

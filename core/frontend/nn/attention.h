@@ -36,7 +36,8 @@ class MultiheadAttention : public Module {
   Linear out_proj;
 
  private:
-  Tensor attend(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& attn_mask,
+  // self_attention: q, k and v are one tensor, projected by one linear with the packed weight.
+  Tensor attend(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& attn_mask, bool self_attention,
                 const Loc& loc);
 };
 
