@@ -201,15 +201,10 @@ class Printer {
     if (size_t(slot) >= o_.static_params.size() || !o_.static_params[size_t(slot)]) return std::nullopt;
     return *o_.static_params[size_t(slot)];
   }
-  // A size expression's value where it is a constant or a static param (products of them too).
+  // A size's value where it is a constant or a static param (KernelBuilder::param_for makes one of them).
   std::optional<int64_t> static_value(const ExprRef& e) const {
-    if (!e) return std::nullopt;
-    if (e->kind == ExprKind::Const) return int64_t(e->value);
-    if (e->kind == ExprKind::Param) return static_param(e->index);
-    if (e->kind == ExprKind::Op && e->op == OpKind::Mul && e->args.size() == 2) {
-      std::optional<int64_t> a = static_value(e->args[0]), b = static_value(e->args[1]);
-      if (a && b) return *a * *b;
-    }
+    if (e && e->kind == ExprKind::Const) return int64_t(e->value);
+    if (e && e->kind == ExprKind::Param) return static_param(e->index);
     return std::nullopt;
   }
 

@@ -49,53 +49,50 @@ Tensor labels(int64_t batch, int64_t classes, Device device) {
   return from_vector(v, {batch}, device);
 }
 
-TrainCase make_case(const std::string& name, Device device) {
+// A case of model `m` (kept alive by the case) on batch x with targets y; `loss` takes the model's
+// output and y.
+template <class M, class Loss>
+TrainCase case_of(std::shared_ptr<M> m, Tensor x, Tensor y, std::string shape, Loss loss) {
   TrainCase c;
+  c.x = std::move(x);
+  c.y = std::move(y);
+  c.shape = std::move(shape);
+  c.parameters = [m] { return m->parameters(); };
+  c.loss = [m, loss](const Tensor& x, const Tensor& y) { return loss(m->forward(x), y); };
+  c.keep = m;
+  return c;
+}
+
+Tensor cross_entropy_loss(const Tensor& out, const Tensor& y) { return cross_entropy(out, y); }
+Tensor mse(const Tensor& out, const Tensor& y) { return mse_loss(out, y); }
+
+TrainCase make_case(const std::string& name, Device device) {
   if (name == "mlp" || name == "mlp_dropout") {  // 784-512-512-10, batch 32, cross entropy
     // mlp_dropout: the same MLP with Dropout(p) after each hidden layer's relu.
     struct MlpWithDropout {
       MlpWithDropout(Device d, double p) : mlp(784, 512, 10, d), drop(p) {}
       samples::Mlp mlp;
       nn::Dropout drop;
+      std::vector<Tensor*> parameters() { return mlp.parameters(); }
       Tensor forward(const Tensor& x) { return mlp.fc3(drop(relu(mlp.fc2(drop(relu(mlp.fc1(x))))))); }
     };
-    auto m = std::make_shared<MlpWithDropout>(device, name == "mlp" ? 0.0 : 0.2);
-    c.x = randn({32, 784}, device, 1);
-    c.y = labels(32, 10, device);
-    c.shape = "[32,784]";
-    c.parameters = [m] { return m->mlp.parameters(); };
-    c.loss = [m](const Tensor& x, const Tensor& y) { return cross_entropy(m->forward(x), y); };
-    c.keep = m;
-  } else if (name == "cnn") {  // the seed CNN, batch 8 at 32x32, cross entropy over its outputs
+    return case_of(std::make_shared<MlpWithDropout>(device, name == "mlp" ? 0.0 : 0.2), randn({32, 784}, device, 1),
+                   labels(32, 10, device), "[32,784]", cross_entropy_loss);
+  }
+  if (name == "cnn") {  // the seed CNN, batch 8 at 32x32, cross entropy over its outputs
     auto m = std::make_shared<samples::SmallCnn>(device);
     m->train();  // batch norm with batch statistics
-    c.x = randn({8, 3, 32, 32}, device, 1);
-    c.y = labels(8, 10, device);
-    c.shape = "[8,3,32,32]";
-    c.parameters = [m] { return m->parameters(); };
-    c.loss = [m](const Tensor& x, const Tensor& y) { return cross_entropy(m->forward(x), y); };
-    c.keep = m;
-  } else if (name == "transformer") {  // embed 128, 4 heads, batch 4, sequence 32, mse
-    auto m = std::make_shared<samples::TransformerBlock>(128, 4, device);
-    c.x = randn({4, 32, 128}, device, 1);
-    c.y = randn({4, 32, 128}, device, 2);
-    c.shape = "[4,32,128]";
-    c.parameters = [m] { return m->parameters(); };
-    c.loss = [m](const Tensor& x, const Tensor& y) { return mse_loss(m->forward(x), y); };
-    c.keep = m;
-  } else if (name == "resnet18") {  // torchvision's ResNet-18 in training mode, batch 8 at 224x224
+    return case_of(m, randn({8, 3, 32, 32}, device, 1), labels(8, 10, device), "[8,3,32,32]", cross_entropy_loss);
+  }
+  if (name == "transformer")  // embed 128, 4 heads, batch 4, sequence 32, mse
+    return case_of(std::make_shared<samples::TransformerBlock>(128, 4, device), randn({4, 32, 128}, device, 1),
+                   randn({4, 32, 128}, device, 2), "[4,32,128]", mse);
+  if (name == "resnet18") {  // torchvision's ResNet-18 in training mode, batch 8 at 224x224
     auto m = std::make_shared<samples::ResNet18>(10, device);
     m->train();
-    c.x = randn({8, 3, 224, 224}, device, 1);
-    c.y = labels(8, 10, device);
-    c.shape = "[8,3,224,224]";
-    c.parameters = [m] { return m->parameters(); };
-    c.loss = [m](const Tensor& x, const Tensor& y) { return cross_entropy(m->forward(x), y); };
-    c.keep = m;
-  } else {
-    throw Error("kiln-bench-train: unknown model '" + name + "' (mlp, mlp_dropout, cnn, transformer, resnet18)");
+    return case_of(m, randn({8, 3, 224, 224}, device, 1), labels(8, 10, device), "[8,3,224,224]", cross_entropy_loss);
   }
-  return c;
+  throw Error("kiln-bench-train: unknown model '" + name + "' (mlp, mlp_dropout, cnn, transformer, resnet18)");
 }
 
 struct StepTimes {

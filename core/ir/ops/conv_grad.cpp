@@ -104,6 +104,13 @@ int64_t batch_split(const Value* input, const Value* gout, int64_t weight_elemen
   return best;
 }
 
+// The coordinates of row-major index `i` over `dims`.
+std::vector<int64_t> row_major_coords(int64_t i, const std::vector<int64_t>& dims) {
+  std::vector<int64_t> c(dims.size());
+  for (size_t d = dims.size(); d-- > 0; i /= dims[d]) c[d] = i % dims[d];
+  return c;
+}
+
 // The columns the weight gradient multiplies may take at most this many elements (256 MiB of f32),
 // and their gather index (taps x output pixels, a constant) this many.
 constexpr int64_t kMaxColumnElements = int64_t(1) << 26, kMaxGatherIndex = int64_t(1) << 22;
@@ -142,22 +149,15 @@ Value* correlate_as_matmul(G& b, Value* input, Value* gout, const Window& w, con
   // channel plane of the input element it reads. [N, Ci, plane] -> [N, Ci, taps * pixels].
   std::vector<double> offsets;
   offsets.reserve(size_t(taps * pixels));
-  for (int64_t t = 0; t < taps; ++t)
+  for (int64_t t = 0; t < taps; ++t) {
+    const std::vector<int64_t> k = row_major_coords(t, w.kernel);
     for (int64_t o = 0; o < pixels; ++o) {
+      const std::vector<int64_t> p = row_major_coords(o, osp);
       int64_t offset = 0;
-      for (size_t i = 0, trest = size_t(t), orest = size_t(o); i < s; ++i) {
-        size_t tap_div = 1, pix_div = 1;  // row-major: the later dims' counts
-        for (size_t j = i + 1; j < s; ++j) {
-          tap_div *= size_t(w.kernel[j]);
-          pix_div *= size_t(osp[j]);
-        }
-        const int64_t k = int64_t(trest / tap_div), p = int64_t(orest / pix_div);
-        trest %= tap_div;
-        orest %= pix_div;
-        offset = offset * plane_dims[i] + p * w.stride[i] + k * w.dilation[i];
-      }
+      for (size_t i = 0; i < s; ++i) offset = offset * plane_dims[i] + p[i] * w.stride[i] + k[i] * w.dilation[i];
       offsets.push_back(double(offset));
     }
+  }
   Value* index = b.constant(offsets, {taps * pixels}, plane < (int64_t(1) << 31) ? DType::I32 : DType::I64);
   Value* stacked = b.op(K::IndexSelect, {b.reshape(x, {n, ci, plane}), index}, {{"dim", int64_t(2)}});
   const int64_t parts = batch_split(input, gout, co * ci * taps);
