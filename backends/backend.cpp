@@ -5,6 +5,20 @@
 
 namespace kiln {
 
+void MemoryCounter::add(int64_t bytes) {
+  const int64_t now = allocated_.fetch_add(bytes, std::memory_order_relaxed) + bytes;
+  int64_t peak = peak_.load(std::memory_order_relaxed);
+  while (now > peak && !peak_.compare_exchange_weak(peak, now, std::memory_order_relaxed)) {
+  }
+}
+
+std::unique_ptr<Buffer> Backend::alloc(size_t bytes) {
+  std::unique_ptr<Buffer> buffer = allocate(bytes);
+  buffer->counter_ = memory_;
+  memory_->add(int64_t(buffer->bytes_));
+  return buffer;
+}
+
 std::unique_ptr<Program> Backend::compile(const ProgramSource& source) {
   throw Error("compiling " + source.language + " programs is not supported by backend " + name());
 }

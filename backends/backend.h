@@ -5,6 +5,7 @@
 #pragma once
 
 #include <array>
+#include <atomic>
 #include <cstddef>
 #include <cstdint>
 #include <memory>
@@ -64,17 +65,47 @@ struct DeviceCaps {
   bool is_cpu = false;  // runs on the host CPU (ref, cpu, or a software GPU like lavapipe)
 };
 
+// What a device holds in buffers kiln has allocated and not yet freed (tensors, program arenas and
+// constants, template scratch), and the most it held at once since the last reset_peak(): what
+// torch.cuda.memory_allocated() and max_memory_allocated() report. Memory a backend's pool keeps
+// for reuse after a buffer is freed is not counted.
+struct MemoryStats {
+  int64_t allocated_bytes = 0;
+  int64_t peak_allocated_bytes = 0;
+};
+
+// The running totals behind a backend's MemoryStats; buffers report to it when made and freed.
+class MemoryCounter {
+ public:
+  void add(int64_t bytes);
+  void release(int64_t bytes) { allocated_.fetch_sub(bytes, std::memory_order_relaxed); }
+  void reset_peak() { peak_.store(allocated_.load(std::memory_order_relaxed), std::memory_order_relaxed); }
+  MemoryStats stats() const {
+    return {allocated_.load(std::memory_order_relaxed), peak_.load(std::memory_order_relaxed)};
+  }
+
+ private:
+  std::atomic<int64_t> allocated_{0}, peak_{0};
+};
+
 // A device allocation. Backends subclass it; its memory is freed by the destructor.
 class Buffer {
  public:
   explicit Buffer(size_t bytes) : bytes_(bytes) {}
-  virtual ~Buffer() = default;
+  virtual ~Buffer() {
+    if (counter_) counter_->release(int64_t(bytes_));
+  }
   Buffer(const Buffer&) = delete;
   Buffer& operator=(const Buffer&) = delete;
   size_t bytes() const { return bytes_; }
+  // A compiled program wrote new contents over this buffer, which a tensor held (a donated input):
+  // what kernels kept about the old contents (BufferView::stable) no longer holds.
+  virtual void rewritten() {}
 
  private:
+  friend class Backend;  // Backend::alloc counts the buffer in
   size_t bytes_;
+  std::shared_ptr<MemoryCounter> counter_;  // the backend's; kept alive by the buffers it counts
 };
 
 // A buffer with its tensor type: what ops read and write.
@@ -175,7 +206,10 @@ class Backend {
   virtual DeviceCaps caps() const = 0;
   virtual bool supports(OpKind kind, DType dtype) const = 0;
 
-  virtual std::unique_ptr<Buffer> alloc(size_t bytes) = 0;
+  // A buffer of `bytes`, counted in memory_stats() until it is freed.
+  std::unique_ptr<Buffer> alloc(size_t bytes);
+  MemoryStats memory_stats() const { return memory_->stats(); }
+  void reset_peak_memory() { memory_->reset_peak(); }
   virtual void upload(Buffer& dst, const void* src, size_t bytes, size_t offset = 0) = 0;
   virtual void download(const Buffer& src, void* dst, size_t bytes, size_t offset = 0) = 0;
 
@@ -214,6 +248,13 @@ class Backend {
   // Optional: what `source` compiles to, as text (SPIR-V assembly on Vulkan), for debug bundles;
   // empty where the backend has no such listing.
   virtual std::string disassemble(const ProgramSource&) { return {}; }
+
+ protected:
+  // The backend's own allocation, behind alloc().
+  virtual std::unique_ptr<Buffer> allocate(size_t bytes) = 0;
+
+ private:
+  std::shared_ptr<MemoryCounter> memory_ = std::make_shared<MemoryCounter>();
 };
 
 // The registry of devices this build can reach.

@@ -30,6 +30,9 @@ class Device {
   std::string name() const;         // "vulkan:0": what parse() accepts
   std::string description() const;  // the driver's device name, "llvmpipe (LLVM 15.0.6, 256 bits)"
   Backend& backend() const;         // opens the device on first use
+  // Bytes in kiln's buffers on this device now and at most since reset_peak_memory() (MemoryStats).
+  MemoryStats memory_stats() const { return backend().memory_stats(); }
+  void reset_peak_memory() const { backend().reset_peak_memory(); }
 
   bool operator==(const Device&) const = default;
 

@@ -258,7 +258,7 @@ class CudaBackend : public Backend {
   DeviceCaps caps() const override { return caps_; }
   bool supports(OpKind, DType) const override { return true; }
 
-  std::unique_ptr<Buffer> alloc(size_t bytes) override { return std::make_unique<CudaBuffer>(ctx_, bytes); }
+  std::unique_ptr<Buffer> allocate(size_t bytes) override { return std::make_unique<CudaBuffer>(ctx_, bytes); }
   void upload(Buffer& dst, const void* src, size_t bytes, size_t offset) override {
     ctx_.bind();
     ctx_.driver().check(ctx_.driver().cuMemcpyHtoD(as_cuda(dst).ptr() + offset, src, bytes), "cuMemcpyHtoD");

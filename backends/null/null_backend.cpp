@@ -44,7 +44,7 @@ class NullBackend : public Backend {
     return c;
   }
   bool supports(OpKind, DType) const override { return true; }
-  std::unique_ptr<Buffer> alloc(size_t bytes) override { return std::make_unique<NullBuffer>(bytes); }
+  std::unique_ptr<Buffer> allocate(size_t bytes) override { return std::make_unique<NullBuffer>(bytes); }
   void upload(Buffer&, const void*, size_t, size_t) override {}
   void download(const Buffer&, void* dst, size_t bytes, size_t) override { std::memset(dst, 0, bytes); }
   void execute(const OpRun&) override {}

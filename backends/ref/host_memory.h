@@ -18,6 +18,7 @@ class HostBuffer : public Buffer {
   // Unique for the process: a buffer allocated later at the same address has another serial, so
   // what a kernel keeps about a stable operand (BufferView::stable) can be keyed on it.
   uint64_t serial() const { return serial_; }
+  void rewritten() override;  // a new serial
 
  private:
   void* data_;
@@ -38,7 +39,7 @@ class HostBackend : public Backend {
  public:
   DeviceCaps caps() const override;
   bool supports(OpKind kind, DType dtype) const override;
-  std::unique_ptr<Buffer> alloc(size_t bytes) override { return std::make_unique<HostBuffer>(bytes); }
+  std::unique_ptr<Buffer> allocate(size_t bytes) override { return std::make_unique<HostBuffer>(bytes); }
   void upload(Buffer& dst, const void* src, size_t bytes, size_t offset) override {
     host_upload(dst, src, bytes, offset);
   }

@@ -107,7 +107,7 @@ class VulkanBackendImpl : public VulkanBackend {
     return true;
   }
 
-  std::unique_ptr<Buffer> alloc(size_t bytes) override {
+  std::unique_ptr<Buffer> allocate(size_t bytes) override {
     try {
       return std::make_unique<VulkanBuffer>(*device_, *allocator_, bytes);
     } catch (const OutOfMemoryError&) {

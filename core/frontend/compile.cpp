@@ -158,6 +158,10 @@ struct Engine::State {
   std::vector<std::vector<int64_t>> last_sizes;
   std::vector<std::set<size_t>> dynamic_dims;
   bool past_limit_warned = false;
+  // The entry whose program ran last. When another one runs, the last one's intermediates are
+  // freed (DeviceProgram::release_intermediates): a function holds one program's arena at a time.
+  Entry* last_run = nullptr;
+  void switch_to(Entry& entry);
   std::set<std::string> warned_breaks;
 
   std::vector<Tensor> compile_and_run(std::span<const ArgView> args,
@@ -185,6 +189,35 @@ std::vector<Tensor> run_unrecorded(DeviceProgram& program, const std::vector<Ten
   return kiln::run_program(program, inputs);
 }
 
+// Runs a training step's program. Where only its tensor holds the buffer of a value the step
+// replaces, the buffer is donated: the program may write the new value over it. Gradients the step
+// replaces without reading are dropped first, as its zero_grad would. The step then holds one copy
+// of the parameters, gradients and optimizer state, not two.
+std::vector<Tensor> run_step(DeviceProgram& program, const std::vector<WriteBack>& writes,
+                             const std::vector<Tensor>& inputs) {
+  std::vector<DeviceTensor> args = device_tensors(inputs);
+  for (const WriteBack& w : writes) {
+    TensorImpl& target = inputs.at(w.input).impl();
+    if (!w.grad) {
+      args[w.input].donated = target.buffer.use_count() == 2;  // the tensor's and args' own
+      continue;
+    }
+    const bool read = std::any_of(inputs.begin(), inputs.end(),
+                                  [&](const Tensor& t) { return t.defined() && &t.impl() == target.grad.get(); });
+    if (target.grad && !read) target.grad = nullptr;
+  }
+  NoGradGuard no_grad;
+  return tensors_of(program.run(args));
+}
+
+// The outputs of a training step's program that replace its inputs' values.
+std::vector<OutputOverInput> updated_inputs(const std::vector<WriteBack>& writes) {
+  std::vector<OutputOverInput> pairs;
+  for (const WriteBack& w : writes)
+    if (!w.grad && !w.clear) pairs.push_back({w.output, w.input});
+  return pairs;
+}
+
 // Applies a training step's writes to the tensors bound to its inputs; returns its own outputs.
 std::vector<Tensor> write_back(const Entry& entry, const std::vector<Tensor>& inputs, const std::vector<Tensor>& all) {
   for (const WriteBack& w : entry.writes) {
@@ -200,11 +233,17 @@ std::vector<Tensor> write_back(const Entry& entry, const std::vector<Tensor>& in
   return std::vector<Tensor>(all.begin(), all.begin() + long(entry.outputs));
 }
 
+void Engine::State::switch_to(Entry& entry) {
+  if (last_run && last_run != &entry && last_run->program) last_run->program->release_intermediates();
+  last_run = &entry;
+}
+
 std::vector<Tensor> Engine::State::run_entry(Entry& entry, std::span<const ArgView> args,
                                              const std::vector<ModuleTensors>& modules, TraceFn trace) {
+  switch_to(entry);
   const std::vector<Tensor> inputs = entry.guards.program_inputs(args, modules);
   if (!entry.writes.empty()) {  // a training step: its outputs are final, its updates written back
-    std::vector<Tensor> all = run_unrecorded(*entry.program, inputs);
+    std::vector<Tensor> all = run_step(*entry.program, entry.writes, inputs);
     stats.program = entry.program->stats();
     return write_back(entry, inputs, all);
   }
@@ -637,6 +676,7 @@ std::vector<Tensor> Engine::State::compile_and_run(std::span<const ArgView> args
   graph_options.pipeline.keep_ir = !debug_dir.empty();
   graph_options.program.reduce_overhead = options.mode == Mode::ReduceOverhead;
   graph_options.program.max_autotune = options.mode == Mode::MaxAutotune;
+  graph_options.program.outputs_over_inputs = updated_inputs(traced->writes);
   std::vector<PassRecord> pass_records;
   const int compile_index = int(stats.compiles);
   auto write_bundle = [&](const DeviceProgram* program, const std::vector<LaunchTiming>& timings) {
@@ -668,6 +708,7 @@ std::vector<Tensor> Engine::State::compile_and_run(std::span<const ArgView> args
   // The bundle records this first run, profiled. It is written when the run fails too (a checked
   // mode error), since that is when it is wanted.
   std::vector<LaunchTiming> timings;
+  switch_to(stored);
   auto* planned = dynamic_cast<PlannedProgram*>(stored.program.get());
   std::vector<Tensor> results;
   try {

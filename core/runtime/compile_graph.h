@@ -1,10 +1,11 @@
 // compile_graph: the compiler from a graph to a program for one device, as one list of named
 // stages (compile_graph.cpp reads top to bottom):
 //   graph passes (core/passes/pipeline.cpp) -> fusion (the kernel schedule) -> lowering (kernel
-//   IR) -> emission (source in the backend's dialect) -> backend compile -> memory planning.
+//   IR) -> emission (source in the backend's dialect) -> backend compile -> donated inputs (a
+//   training step's updates written over its inputs) -> memory planning.
 // KILN_DUMP_IR=dir (or PipelineOptions::dump_dir) writes every stage's output as text: 00-input.kir
-// and NN-<pass>.kir for the graph passes, then NN-fusion.txt, NN-lower.txt, NN-emit.<language> and
-// NN-memory-plan.txt. compile(fn), lazy segments and ONNX models all compile through here.
+// and NN-<pass>.kir for the graph passes, then NN-fusion.txt, NN-lower.txt, NN-horizontal.txt,
+// NN-emit.<language>, NN-donation.txt (training steps) and NN-memory-plan.txt. compile(fn), lazy segments and ONNX models all compile through here.
 #pragma once
 
 #include <memory>
@@ -58,7 +59,8 @@ struct ProgramStages {
   ProgramMemory memory;  // for the traced sizes; empty when they could not be planned
 };
 
-// Fusion, lowering, emission, backend compile and memory planning, each dumped to `dump`.
+// Fusion, lowering, emission, backend compile, donated inputs and memory planning, each dumped to
+// `dump`.
 ProgramStages run_program_stages(const Graph& graph, Backend& backend, const ProgramOptions& options,
                                  StageDump dump = {});
 

@@ -18,6 +18,9 @@ struct DeviceTensor {
   TensorType type;
   Device device;
   std::shared_ptr<Buffer> buffer;  // shared with reshaped views; null for an absent operand
+  // A program input whose caller gives its buffer up: the program may write an output over it
+  // (ProgramOptions::outputs_over_inputs). Only where nothing else holds the buffer.
+  bool donated = false;
 
   // Uninitialized memory for `type` (static dims) on `device`.
   static DeviceTensor allocate(const TensorType& type, Device device);

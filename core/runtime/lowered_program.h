@@ -13,6 +13,7 @@
 #include "core/ir/graph.h"
 #include "core/kernel/dialect.h"
 #include "core/kernel/lower.h"
+#include "core/runtime/donation.h"
 #include "core/runtime/schedule.h"
 
 namespace kiln {
@@ -91,6 +92,7 @@ struct LoweredProgram {
   std::vector<PlannedKernel> kernel_info;  // parallel to kernels
   std::vector<ProgramConstant> constants;
   int64_t graph_nodes = 0;
+  std::vector<OutputOverInput> outputs_over_inputs;  // the safe ones of ProgramOptions' (donation.h)
   std::string language;  // what emission wrote the sources in ("glsl", "cuda")
 };
 

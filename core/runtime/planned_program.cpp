@@ -40,7 +40,8 @@ PlannedProgram::PlannedProgram(ProgramStages stages, Device device, const Progra
       values_(std::move(stages.program.values)),
       schedule_(std::move(stages.program.kernels)),
       kernels_(std::move(stages.program.kernel_info)),
-      programs_(std::move(stages.compiled)) {
+      programs_(std::move(stages.compiled)),
+      outputs_over_inputs_(std::move(stages.program.outputs_over_inputs)) {
   for (const ProgramConstant& c : stages.program.constants) {
     constants_.push_back(backend_.alloc(std::max<size_t>(c.literal.bytes.size(), 4)));
     if (!c.literal.bytes.empty()) backend_.upload(*constants_.back(), c.literal.bytes.data(), c.literal.bytes.size());
@@ -276,8 +277,9 @@ std::vector<DeviceTensor> PlannedProgram::launch_run(const std::vector<DeviceTen
   stream_->set_timing(profiling_);
   backend_.synchronize();  // inputs made by queued eager ops must be complete before we read them
 
-  // The tensors handed back: fresh buffers each run, so earlier results stay valid.
-  std::vector<std::shared_ptr<Buffer>> fresh;
+  // The tensors handed back: fresh buffers each run, so earlier results stay valid, or the buffers
+  // of donated inputs that this program's outputs replace.
+  std::vector<std::shared_ptr<Buffer>> fresh, rewritten;
   std::vector<DeviceTensor> results;
   std::map<int, size_t> first_output;  // a value returned twice is one tensor
   for (size_t i = 0; i < output_values_.size(); ++i) {
@@ -290,12 +292,16 @@ std::vector<DeviceTensor> PlannedProgram::launch_run(const std::vector<DeviceTen
     }
     const ProgramValue& out = values_[size_t(v)];
     const TensorType type{out.type.dtype, make_shape(concrete_dims(out.type.shape, bindings))};
-    std::shared_ptr<Buffer> buffer;
-    try {
-      buffer = backend_.alloc(std::max<size_t>(bytes_of(v), 4));
-    } catch (const OutOfMemoryError& e) {
-      throw OutOfMemoryError("compiled program on " + device_.name() + ": output " + std::to_string(i) +
-                             " " + type.str() + ": " + e.what());
+    std::shared_ptr<Buffer> buffer = donated_buffer(i, inputs);
+    if (buffer) {
+      rewritten.push_back(buffer);
+    } else {
+      try {
+        buffer = backend_.alloc(std::max<size_t>(bytes_of(v), 4));
+      } catch (const OutOfMemoryError& e) {
+        throw OutOfMemoryError("compiled program on " + device_.name() + ": output " + std::to_string(i) +
+                               " " + type.str() + ": " + e.what());
+      }
     }
     fresh.push_back(buffer);
     results.push_back({type, device_, buffer});
@@ -343,7 +349,28 @@ std::vector<DeviceTensor> PlannedProgram::launch_run(const std::vector<DeviceTen
     launch(output_copies_[i], {src, {fresh[i].get(), 0}});
   }
   stream_->sync();
+  for (const std::shared_ptr<Buffer>& b : rewritten) b->rewritten();
   return results;
+}
+
+void PlannedProgram::release_intermediates() {
+  if (options_.reduce_overhead || !prepared_) return;
+  if (stream_) stream_->sync();
+  arenas_.clear();
+  prepared_ = false;
+}
+
+std::shared_ptr<Buffer> PlannedProgram::donated_buffer(size_t output, const std::vector<DeviceTensor>& inputs) const {
+  if (options_.reduce_overhead) return nullptr;
+  for (const OutputOverInput& p : outputs_over_inputs_) {
+    if (p.output != output || !inputs[p.input].donated) continue;
+    const std::shared_ptr<Buffer>& buffer = inputs[p.input].buffer;
+    if (!buffer || buffer->bytes() < std::max<size_t>(bytes_of(output_values_[output]), 4)) return nullptr;
+    for (size_t i = 0; i < inputs.size(); ++i)  // bound once: no other input reads it
+      if (i != p.input && inputs[i].buffer == buffer) return nullptr;
+    return buffer;
+  }
+  return nullptr;
 }
 
 }  // namespace kiln

@@ -58,6 +58,7 @@ class PlannedProgram : public DeviceProgram {
   // A lost device (DeviceLostError) is reported with the kernel that was running and its ops' lines.
   std::vector<DeviceTensor> run(const std::vector<DeviceTensor>& inputs) override;
   const ProgramStats& stats() const override { return stats_; }
+  void release_intermediates() override;
 
   const std::vector<PlannedKernel>& kernels() const { return kernels_; }
   // Constant nodes: uploaded once when the program is built, computed by no kernel.
@@ -110,6 +111,8 @@ class PlannedProgram : public DeviceProgram {
   void prepare(const std::map<std::string, int64_t>& bindings);
   LaunchPlan copy_launch(DType dtype, int64_t elements);
   size_t bytes_of(int value) const;
+  // The buffer of the donated input that graph output `output` may be written over, or null.
+  std::shared_ptr<Buffer> donated_buffer(size_t output, const std::vector<DeviceTensor>& inputs) const;
   Binding resolve(int value, const std::vector<DeviceTensor>& inputs,
                   const std::vector<std::shared_ptr<Buffer>>& outputs) const;
   void launch(const LaunchPlan& plan, const std::vector<Binding>& bindings);
@@ -147,6 +150,7 @@ class PlannedProgram : public DeviceProgram {
   MemoryPlan plan_;
   std::vector<std::unique_ptr<Buffer>> arenas_;
   std::vector<LaunchPlan> launches_;
+  std::vector<OutputOverInput> outputs_over_inputs_;  // safe where the caller donates the input
   std::vector<LaunchPlan> output_copies_;  // per graph output: copy into the returned buffer (or none)
   std::vector<LaunchPlan> input_copies_;   // reduce_overhead: per graph input
   std::vector<std::unique_ptr<Buffer>> owned_inputs_, owned_outputs_;  // reduce_overhead

@@ -10,6 +10,7 @@
 
 #include "core/ir/graph.h"
 #include "core/runtime/device_tensor.h"
+#include "core/runtime/donation.h"
 
 namespace kiln {
 
@@ -25,6 +26,11 @@ struct ProgramOptions {
   bool fuse = true;              // group nodes into kernels where the backend generates code
   bool reduce_overhead = false;  // record the launches once and replay them
   bool max_autotune = false;     // templates time their variants for this program's ops
+  // Outputs that replace inputs' values (a training step's updated parameters and optimizer
+  // state): the program writes each over its input's buffer where that is safe (donation.h) and
+  // the caller donates the buffer for the run (DeviceTensor::donated). Not with reduce_overhead,
+  // whose program reads copies of its inputs.
+  std::vector<OutputOverInput> outputs_over_inputs;
 };
 
 class DeviceProgram {
@@ -33,6 +39,10 @@ class DeviceProgram {
   // Inputs bind graph.inputs() in order; symbols in dynamic dims resolve from their shapes.
   virtual std::vector<DeviceTensor> run(const std::vector<DeviceTensor>& inputs) = 0;
   virtual const ProgramStats& stats() const = 0;
+  // Frees what the program keeps between runs for its intermediates (its arenas) where it can
+  // allocate them again on the next run at the cost of planning that run again. A program that
+  // replays recorded launches (reduce_overhead) keeps them.
+  virtual void release_intermediates() {}
 };
 
 // The program for `device` from an already optimized graph: compile_graph's stages after the graph

@@ -8,6 +8,7 @@
 #include <cmath>
 #include <functional>
 #include <memory>
+#include <optional>
 #include <set>
 #include <vector>
 
@@ -301,6 +302,44 @@ TEST(CompileTrain, AGradientFromBeforeTheCallIsAddedToAndStepped) {
   for (size_t i = 0; i < want.size(); ++i) {
     expect_close(got[i]->grad(), want[i]->grad(), 1e-5, "grad " + std::to_string(i));
     expect_close(*got[i], *want[i], 1e-5, "parameter " + std::to_string(i));
+  }
+}
+
+// The step writes each updated parameter over the buffer it had (donated: only the parameter held
+// it), so the step holds one copy of the parameters. Where another tensor shares the buffer, the
+// update goes to a new one and that tensor keeps the old values. The oracle is the eager step.
+TEST(CompileTrain, UpdatesGoIntoTheParametersBuffersUnlessAnotherTensorSharesThem) {
+  Net eager_net(Device::cpu()), compiled_net(Device::cpu());
+  optim::SGD eager_opt(eager_net.parameters(), {.lr = 0.1, .momentum = 0.9});
+  optim::SGD opt(compiled_net.parameters(), {.lr = 0.1, .momentum = 0.9});
+  auto step = compile(
+      [&opt](const Tensor& x, nn::Linear& a, nn::Linear& b) {
+        opt.zero_grad();
+        Tensor loss = sum(gelu(b(a(x))));
+        loss.backward();
+        opt.step();
+        return loss;
+      },
+      {.fullgraph = true});
+  Tensor& weight = *compiled_net.parameters()[0];
+  for (int s = 0; s < 4; ++s) {
+    SCOPED_TRACE("step " + std::to_string(s));
+    Tensor x = randn({3, 8}, Device::cpu(), 20 + uint64_t(s));
+    const Buffer* before = weight.impl().buffer.get();
+    std::optional<DeviceTensor> shared;  // steps 2 and 3: another holder of the weight's buffer
+    if (s >= 2) shared = DeviceTensor(weight.impl());
+    const std::vector<float> old_values = weight.to_vector<float>();
+    step(x, compiled_net.a, compiled_net.b);
+    eager_opt.zero_grad();
+    sum(gelu(eager_net.b(eager_net.a(x)))).backward();
+    eager_opt.step();
+    std::vector<Tensor*> want = eager_net.parameters(), got = compiled_net.parameters();
+    for (size_t i = 0; i < want.size(); ++i) expect_close(*got[i], *want[i], 1e-5, "parameter " + std::to_string(i));
+    if (s == 1) EXPECT_EQ(weight.impl().buffer.get(), before);  // momentum exists from step 0 on
+    if (shared) {
+      EXPECT_NE(weight.impl().buffer.get(), before);
+      EXPECT_EQ(shared->to_host<float>(), old_values);
+    }
   }
 }
 

@@ -62,6 +62,32 @@ TEST(Device, TensorsOnDifferentDevicesAreRejected) {
   EXPECT_THROW(a + b, Error);
 }
 
+TEST(Device, MemoryStatsCountBuffersUntilTheyAreFreed) {
+  const Device device = Device::cpu();
+  const int64_t before = device.memory_stats().allocated_bytes;
+  {
+    Tensor a = zeros({1000});  // 4,000 bytes
+    EXPECT_EQ(device.memory_stats().allocated_bytes, before + 4000);
+    EXPECT_GE(device.memory_stats().peak_allocated_bytes, before + 4000);
+  }
+  EXPECT_EQ(device.memory_stats().allocated_bytes, before);
+  EXPECT_GE(device.memory_stats().peak_allocated_bytes, before + 4000);  // the peak stays
+  device.reset_peak_memory();
+  EXPECT_EQ(device.memory_stats().peak_allocated_bytes, before);
+}
+
+TEST(Device, MemoryStatsCountACompiledProgramsArena) {
+  const Device device = Device::cpu();
+  const int64_t before = device.memory_stats().allocated_bytes;
+  Tensor x = randn({1000}, device, 1);
+  auto f = compile([](const Tensor& t) { return relu(exp(t * 2.0) - t) * sum(t); });
+  Tensor y = f(x);
+  const int64_t planned = f.stats().program.planned_bytes;
+  EXPECT_GT(planned, 0);  // the sum's result lives in the arena between kernels
+  // x, y and the program's arena are alive now.
+  EXPECT_GE(device.memory_stats().allocated_bytes, before + 8000 + planned);
+}
+
 TEST(Tracing, RecordsNodesWithProvenanceInsteadOfRunning) {
   Tracer tracer(Device::cpu());
   TracingScope scope(tracer);

@@ -188,7 +188,7 @@ class TemplateBackend : public Backend {
   std::string name() const override { return templates_ ? "test (templates)" : "test"; }
   DeviceCaps caps() const override { return {}; }
   bool supports(OpKind, DType) const override { return true; }
-  std::unique_ptr<Buffer> alloc(size_t bytes) override { return std::make_unique<Buffer>(bytes); }
+  std::unique_ptr<Buffer> allocate(size_t bytes) override { return std::make_unique<Buffer>(bytes); }
   void upload(Buffer&, const void*, size_t, size_t) override {}
   void download(const Buffer&, void*, size_t, size_t) override {}
   void execute(const OpRun&) override {}

@@ -125,7 +125,7 @@ bool CudaEmulatedBackend::supports(OpKind, DType dtype) const {
   return dtype != DType::F16 || emulator_.has_half();
 }
 
-std::unique_ptr<Buffer> CudaEmulatedBackend::alloc(size_t bytes) { return std::make_unique<HostBuffer>(bytes); }
+std::unique_ptr<Buffer> CudaEmulatedBackend::allocate(size_t bytes) { return std::make_unique<HostBuffer>(bytes); }
 
 void CudaEmulatedBackend::upload(Buffer& dst, const void* src, size_t bytes, size_t offset) {
   if (offset + bytes > dst.bytes()) throw Error("cuda-emulated: upload past the end of a buffer");

@@ -34,7 +34,7 @@ class CudaEmulatedBackend : public Backend {
   DeviceCaps caps() const override;
   bool supports(OpKind kind, DType dtype) const override;
 
-  std::unique_ptr<Buffer> alloc(size_t bytes) override;
+  std::unique_ptr<Buffer> allocate(size_t bytes) override;
   void upload(Buffer& dst, const void* src, size_t bytes, size_t offset = 0) override;
   void download(const Buffer& src, void* dst, size_t bytes, size_t offset = 0) override;
 
