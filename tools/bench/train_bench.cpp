@@ -5,7 +5,11 @@
 // and caches the programs), and the first step's time. PyTorch's eager step of the same models and
 // batches is tools/bench/peers/train_peers.py; BENCHMARKS.md puts them side by side. The compiled
 // step's launches are counted from its bundle: in all, and those running only the optimizer's update
-// (an update fused into a gradient kernel's epilogue adds no launch).
+// (an update fused into a gradient kernel's epilogue adds no launch). Peak memory is the device's
+// MemoryStats over the timed steps: the model, its gradients and optimizer state, the batch, and
+// what the step allocates (eager: each op's output; compiled: the program's arenas and outputs);
+// "+MB" is what the steps allocated beyond what stays held between them. --compile forward
+// compiles the model's forward alone instead (--memory-budget: what its backward saves).
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
@@ -32,13 +36,18 @@ struct Args {
   std::vector<std::string> models{"mlp", "cnn", "transformer"};
   int reps = 10;
   int warmup = 2;
+  // "step": the whole step under kiln::compile; "forward": the model's forward compiled alone, its
+  // loss, backward and update eager (the backward runs the compiled forward's gradient program).
+  std::string compile = "step";
+  double memory_budget = 0;  // CompileOptions::memory_budget, for --compile forward
 };
 
 // A model with its batch and loss.
 struct TrainCase {
   std::string shape;  // what the batch is, for the table
   std::function<std::vector<Tensor*>()> parameters;
-  std::function<Tensor(const Tensor& x, const Tensor& y)> loss;
+  std::function<Tensor(const Tensor& x)> forward;
+  std::function<Tensor(const Tensor& out, const Tensor& y)> criterion;
   Tensor x, y;
   std::shared_ptr<void> keep;  // the model
 };
@@ -58,7 +67,8 @@ TrainCase case_of(std::shared_ptr<M> m, Tensor x, Tensor y, std::string shape, L
   c.y = std::move(y);
   c.shape = std::move(shape);
   c.parameters = [m] { return m->parameters(); };
-  c.loss = [m, loss](const Tensor& x, const Tensor& y) { return loss(m->forward(x), y); };
+  c.forward = [m](const Tensor& x) { return m->forward(x); };
+  c.criterion = loss;
   c.keep = m;
   return c;
 }
@@ -97,13 +107,20 @@ TrainCase make_case(const std::string& name, Device device) {
 
 struct StepTimes {
   double median_ms = 0, first_ms = 0;
+  int64_t peak_bytes = 0;  // the device's MemoryStats peak over the timed steps
+  int64_t step_bytes = 0;  // of which the steps allocated beyond what is held between them
   int64_t launches = 0, optimizer_launches = 0;  // compiled: kernels per step, those that only update
 };
 
 StepTimes time_steps(const Args& args, const Device& device, const std::function<void()>& step) {
   std::vector<double> times;
   StepTimes out;
+  int64_t held = 0;
   for (int r = 0; r < args.warmup + args.reps; ++r) {
+    if (r == args.warmup) {
+      held = device.memory_stats().allocated_bytes;
+      device.reset_peak_memory();
+    }
     const auto start = Clock::now();
     step();
     wait_for(device);
@@ -112,6 +129,8 @@ StepTimes time_steps(const Args& args, const Device& device, const std::function
     if (r >= args.warmup) times.push_back(ms);
   }
   out.median_ms = median(times);
+  out.peak_bytes = device.memory_stats().peak_allocated_bytes;
+  out.step_bytes = out.peak_bytes - held;
   return out;
 }
 
@@ -119,8 +138,12 @@ void bench(const Args& args) {
   std::printf("one training step (zero_grad, forward, loss, backward, SGD lr 0.01 momentum 0.9), eager\n"
               "and compiled whole (kiln::compile), median ms of %d steps after %d warm-up steps\n",
               args.reps, args.warmup);
-  std::printf("%-12s %-10s %-14s %10s %10s %8s %12s %12s %9s %9s\n", "model", "device", "batch", "eager ms", "compiled",
-              "ratio", "eager 1st", "compiled 1st", "launches", "update");
+  if (args.compile == "forward")
+    std::printf("compiled: the forward alone (memory_budget %g), its backward a compiled gradient program,\n"
+                "the loss and update eager\n", args.memory_budget);
+  std::printf("%-12s %-10s %-14s %10s %10s %8s %12s %12s %9s %9s %9s %9s %8s %9s %9s\n", "model", "device", "batch",
+              "eager ms", "compiled", "ratio", "eager 1st", "compiled 1st", "launches", "update", "eager MB",
+              "comp. MB", "MB ratio", "eager +MB", "comp. +MB");
   for (const std::string& device_name : args.devices) {
     Device device;
     try {
@@ -130,20 +153,30 @@ void bench(const Args& args) {
       continue;
     }
     for (const std::string& model : args.models) {
-      TrainCase eager_case = make_case(model, device), compiled_case = make_case(model, device);
-      auto run = [&](TrainCase& c, bool compiled) {
+      std::string shape;
+      auto run_mode = [&](bool compiled) {
+        TrainCase c = make_case(model, device);
+        shape = c.shape;
         std::vector<Tensor*> params = c.parameters();
         for (Tensor* p : params) p->requires_grad_();
         auto opt = std::make_shared<optim::SGD>(params, optim::SGDOptions{.lr = 0.01, .momentum = 0.9});
-        auto step_fn = [opt, &c](const Tensor& x, const Tensor& y) {
-          opt->zero_grad();
-          Tensor loss = c.loss(x, y);
-          loss.backward();
-          opt->step();
-          return loss;
+        auto step_with = [opt, &c](const std::function<Tensor(const Tensor&)>& forward) {
+          return [opt, &c, forward](const Tensor& x, const Tensor& y) {
+            opt->zero_grad();
+            Tensor loss = c.criterion(forward(x), y);
+            loss.backward();
+            opt->step();
+            return loss;
+          };
         };
-        if (!compiled) return time_steps(args, device, [&] { step_fn(c.x, c.y); });
-        auto step = compile(step_fn, {.fullgraph = true, .name = model + " training step"});
+        if (!compiled) return time_steps(args, device, [&] { step_with(c.forward)(c.x, c.y); });
+        if (args.compile == "forward") {
+          auto forward = compile(c.forward, {.fullgraph = true, .memory_budget = args.memory_budget,
+                                             .name = model + " forward"});
+          auto step = step_with([&forward](const Tensor& x) { return forward(x); });
+          return time_steps(args, device, [&] { step(c.x, c.y); });
+        }
+        auto step = compile(step_with(c.forward), {.fullgraph = true, .name = model + " training step"});
         StepTimes times = time_steps(args, device, [&] { step(c.x, c.y); });
         for (const trace::BundleKernel& k : step.bundle().kernels) {
           ++times.launches;
@@ -151,18 +184,32 @@ void bench(const Args& args) {
         }
         return times;
       };
-      const StepTimes eager = run(eager_case, false), compiled = run(compiled_case, true);
-      std::printf("%-12s %-10s %-14s %10.2f %10.2f %7.2fx %12.1f %12.1f %9lld %9lld\n", model.c_str(),
-                  device_name.c_str(), eager_case.shape.c_str(), eager.median_ms, compiled.median_ms,
+      // Each mode on its own copy of the model, made and freed around its steps. Its peak memory
+      // counts from what the device held before: one model, its gradients, its optimizer state and
+      // the step, not what earlier rows left in caches (eager backward passes keep their gradient
+      // programs, with their arenas, for the process).
+      auto run = [&](bool compiled) {
+        const int64_t held_before = device.memory_stats().allocated_bytes;
+        StepTimes times = run_mode(compiled);
+        times.peak_bytes -= held_before;
+        return times;
+      };
+      const StepTimes eager = run(false), compiled = run(true);
+      const double eager_mb = double(eager.peak_bytes) / 1e6, compiled_mb = double(compiled.peak_bytes) / 1e6;
+      std::printf("%-12s %-10s %-14s %10.2f %10.2f %7.2fx %12.1f %12.1f %9lld %9lld %9.2f %9.2f %7.2fx %9.2f %9.2f\n",
+                  model.c_str(), device_name.c_str(), shape.c_str(), eager.median_ms, compiled.median_ms,
                   eager.median_ms / compiled.median_ms, eager.first_ms, compiled.first_ms,
-                  static_cast<long long>(compiled.launches), static_cast<long long>(compiled.optimizer_launches));
+                  static_cast<long long>(compiled.launches), static_cast<long long>(compiled.optimizer_launches),
+                  eager_mb, compiled_mb, compiled_mb / eager_mb, double(eager.step_bytes) / 1e6,
+                  double(compiled.step_bytes) / 1e6);
       std::fflush(stdout);  // each row as it is measured: a run cut by a time limit keeps them
     }
   }
 }
 
 int usage() {
-  std::fprintf(stderr, "usage: kiln-bench-train [--devices cpu,vulkan] [--models mlp,mlp_dropout,cnn,transformer,resnet18] [--reps N] [--warmup N]\n");
+  std::fprintf(stderr, "usage: kiln-bench-train [--devices cpu,vulkan] [--models mlp,mlp_dropout,cnn,transformer,resnet18] [--reps N] [--warmup N]\n"
+                       "                        [--compile step|forward] [--memory-budget 0..1]\n");
   return 2;
 }
 
@@ -176,6 +223,8 @@ int main_impl(int argc, char** argv) {
     else if (flag == "--models") args.models = bench::split_list(value);
     else if (flag == "--reps") args.reps = std::max(1, std::atoi(value));
     else if (flag == "--warmup") args.warmup = std::max(1, std::atoi(value));
+    else if (flag == "--compile" && (std::string(value) == "step" || std::string(value) == "forward")) args.compile = value;
+    else if (flag == "--memory-budget") args.memory_budget = std::atof(value);
     else return usage();
   }
   bench(args);
