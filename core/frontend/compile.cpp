@@ -210,6 +210,11 @@ std::vector<Tensor> run_step(DeviceProgram& program, const std::vector<WriteBack
   return tensors_of(program.run(args));
 }
 
+// Whether a function's writes include gradients: it ran a backward (a training step).
+bool writes_gradients(const std::vector<WriteBack>& writes) {
+  return std::any_of(writes.begin(), writes.end(), [](const WriteBack& w) { return w.grad; });
+}
+
 // The outputs of a training step's program that replace its inputs' values.
 std::vector<OutputOverInput> updated_inputs(const std::vector<WriteBack>& writes) {
   std::vector<OutputOverInput> pairs;
@@ -242,12 +247,15 @@ std::vector<Tensor> Engine::State::run_entry(Entry& entry, std::span<const ArgVi
                                              const std::vector<ModuleTensors>& modules, TraceFn trace) {
   switch_to(entry);
   const std::vector<Tensor> inputs = entry.guards.program_inputs(args, modules);
-  if (!entry.writes.empty()) {  // a training step: its outputs are final, its updates written back
+  const std::string key = grad_inputs_key(inputs);
+  // A training step (it ran a backward: it writes gradients) or a call no gradient goes through:
+  // its outputs are final, its updates written back. A differentiable forward's writes (batch
+  // norm's running statistics) are written back after the differentiable run below.
+  if (!entry.writes.empty() && (writes_gradients(entry.writes) || key.empty())) {
     std::vector<Tensor> all = run_step(*entry.program, entry.writes, inputs);
     stats.program = entry.program->stats();
     return write_back(entry, inputs, all);
   }
-  const std::string key = grad_inputs_key(inputs);
   if (key.empty()) {
     std::vector<Tensor> out = run_unrecorded(*entry.program, inputs);
     stats.program = entry.program->stats();  // launches are settled once the shapes are bound
@@ -263,7 +271,7 @@ std::vector<Tensor> Engine::State::run_entry(Entry& entry, std::span<const ArgVi
     saved.emplace_back(nodes.at(plan.saved[k].first)->outputs.at(plan.saved[k].second), all[plan.outputs + k]);
   std::vector<Tensor> out(all.begin(), all.begin() + long(plan.outputs));
   record_compiled_call(graph, inputs, out, saved);
-  return out;
+  return entry.writes.empty() ? out : write_back(entry, inputs, out);
 }
 
 std::shared_ptr<const Graph> Engine::State::fixed_size_graph(BackwardPlan& plan, Entry& entry,
@@ -722,8 +730,9 @@ std::vector<Tensor> Engine::State::compile_and_run(std::span<const ArgView> args
   write_bundle(stored.program.get(), timings);
   stored.traced = std::make_unique<Trace>(std::move(*traced));
   stats.program = stored.program->stats();
+  if (!grad_inputs_key(inputs).empty() && !writes_gradients(stored.writes))
+    return run_entry(stored, args, modules, trace);  // differentiable: run again, recorded
   if (!stored.writes.empty()) return write_back(stored, inputs, results);
-  if (!grad_inputs_key(inputs).empty()) return run_entry(stored, args, modules, trace);  // differentiable
   return results;
 }
 

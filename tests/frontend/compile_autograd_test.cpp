@@ -102,6 +102,30 @@ TEST(CompileAutograd, ModuleParametersAndInputsGetGradients) {
   expect_close(fc.bias->grad(), eager[2], 1e-5, "bias");
 }
 
+// A forward that also writes eager tensors (batch norm in training mode moves its running
+// statistics) is differentiable, and its writes land once per call, as eagerly.
+TEST(CompileAutograd, AForwardThatUpdatesRunningStatisticsIsDifferentiable) {
+  nn::BatchNorm2d eager_bn(3, 1e-5, 0.1, Device::cpu()), compiled_bn(3, 1e-5, 0.1, Device::cpu());
+  for (nn::BatchNorm2d* bn : {&eager_bn, &compiled_bn})
+    for (Tensor* p : bn->parameters()) p->requires_grad_();
+  auto fn = [](const Tensor& x, nn::BatchNorm2d& bn) { return sum(tanh(bn(x)) * x); };
+  auto compiled = compile(fn, {.fullgraph = true});
+  for (int step = 0; step < 3; ++step) {
+    SCOPED_TRACE("step " + std::to_string(step));
+    Tensor x = randn({4, 3, 5, 5}, Device::cpu(), uint64_t(30 + step));
+    for (nn::BatchNorm2d* bn : {&eager_bn, &compiled_bn})
+      for (Tensor* p : bn->parameters()) p->impl().grad.reset();
+    fn(x, eager_bn).backward();
+    Tensor loss = compiled(x, compiled_bn);
+    ASSERT_TRUE(loss.requires_grad());
+    loss.backward();
+    expect_close(compiled_bn.weight.grad(), eager_bn.weight.grad(), 1e-5, "weight grad");
+    expect_close(compiled_bn.bias.grad(), eager_bn.bias.grad(), 1e-5, "bias grad");
+    expect_close(compiled_bn.running_mean, eager_bn.running_mean, 1e-5, "running mean");
+    expect_close(compiled_bn.running_var, eager_bn.running_var, 1e-5, "running var");
+  }
+}
+
 // Under NoGradGuard, or with nothing requiring grad, a compiled call records nothing.
 TEST(CompileAutograd, NothingIsRecordedWithoutGrad) {
   TwoLayer net(Device::cpu());
