@@ -49,7 +49,7 @@ ProgramStages run_program_stages(const Graph& graph, Backend& backend, const Pro
 
   KernelPrograms compiled = compile_kernels(program, backend);  // backend compile
 
-  if (!options.reduce_overhead && !options.outputs_over_inputs.empty()) {  // donated inputs
+  if (!options.outputs_over_inputs.empty()) {  // donated inputs
     program.outputs_over_inputs = safe_outputs_over_inputs(program, options.outputs_over_inputs);
     if (dump.enabled()) dump.write("donation", "txt", print_outputs_over_inputs(program, program.outputs_over_inputs));
   }

@@ -216,12 +216,21 @@ void PlannedProgram::prepare(const std::map<std::string, int64_t>& bindings) {
     output_copies_.push_back(copy ? copy_launch(info.type.dtype, n) : LaunchPlan{nullptr, {}, {}, {}});
   }
   if (options_.reduce_overhead) {
+    // The pairs of outputs_over_inputs_ get their own buffers only when the input is not donated
+    // (bind_direct).
+    std::set<size_t> paired_inputs, paired_outputs;
+    for (const OutputOverInput& p : outputs_over_inputs_) {
+      paired_inputs.insert(p.input);
+      paired_outputs.insert(p.output);
+    }
     for (size_t i = 0; i < input_types_.size(); ++i) {
       int64_t n = numel(concrete_dims(input_types_[i].shape, bindings));
-      owned_inputs_.push_back(backend_.alloc(std::max<size_t>(size_t(n) * dtype_size(input_types_[i].dtype), 4)));
+      owned_inputs_.push_back(paired_inputs.count(i) ? nullptr
+                                                     : backend_.alloc(std::max<size_t>(size_t(n) * dtype_size(input_types_[i].dtype), 4)));
       input_copies_.push_back(n > 0 ? copy_launch(input_types_[i].dtype, n) : LaunchPlan{nullptr, {}, {}, {}});
     }
-    for (int v : output_values_) owned_outputs_.push_back(backend_.alloc(std::max<size_t>(bytes_of(v), 4)));
+    for (size_t o = 0; o < output_values_.size(); ++o)
+      owned_outputs_.push_back(paired_outputs.count(o) ? nullptr : backend_.alloc(std::max<size_t>(bytes_of(output_values_[o]), 4)));
   }
   recorded_ = false;
   prepared_ = true;
@@ -232,11 +241,15 @@ PlannedProgram::Binding PlannedProgram::resolve(int value, const std::vector<Dev
   const ProgramValue& v = values_[size_t(value)];
   switch (v.storage) {
     case ValueStorage::Input:
+      if (Buffer* direct = direct_buffer(size_t(v.index))) return {direct, 0};
       if (options_.reduce_overhead) return {owned_inputs_[size_t(v.index)].get(), 0};
       return {inputs[size_t(v.index)].buffer.get(), 0};
     case ValueStorage::Constant:
       return {constants_[size_t(v.index)].get(), 0};
     case ValueStorage::Output:
+      for (const OutputOverInput& p : outputs_over_inputs_)
+        if (p.output == size_t(v.index))
+          if (Buffer* direct = direct_buffer(p.input)) return {direct, 0};
       if (options_.reduce_overhead) return {owned_outputs_[size_t(v.index)].get(), 0};
       return {outputs[size_t(v.index)].get(), 0};
     case ValueStorage::Arena: {
@@ -277,6 +290,7 @@ std::vector<DeviceTensor> PlannedProgram::launch_run(const std::vector<DeviceTen
   stream_->set_timing(profiling_);
   backend_.synchronize();  // inputs made by queued eager ops must be complete before we read them
 
+  if (options_.reduce_overhead) bind_direct(inputs);
   // The tensors handed back: fresh buffers each run, so earlier results stay valid, or the buffers
   // of donated inputs that this program's outputs replace.
   std::vector<std::shared_ptr<Buffer>> fresh, rewritten;
@@ -318,7 +332,7 @@ std::vector<DeviceTensor> PlannedProgram::launch_run(const std::vector<DeviceTen
     // its copy is still current. Holding it keeps the address from being reused by another buffer.
     for (size_t i = 0; i < input_copies_.size(); ++i) {
       const std::shared_ptr<Buffer>& src = inputs[i].buffer;
-      if (!input_copies_[i].program || copied_inputs_[i] == src) continue;
+      if (!input_copies_[i].program || copied_inputs_[i] == src || direct_buffer(i)) continue;
       launch(input_copies_[i], {{src.get(), 0}, {owned_inputs_[i].get(), 0}});
       copied_inputs_[i] = src;
     }
@@ -343,6 +357,7 @@ std::vector<DeviceTensor> PlannedProgram::launch_run(const std::vector<DeviceTen
   }
   for (size_t i = 0; i < output_copies_.size(); ++i) {
     if (!output_copies_[i].program || first_output.at(output_values_[i]) != i) continue;
+    if (std::find(rewritten.begin(), rewritten.end(), fresh[i]) != rewritten.end()) continue;  // written there
     Binding src = options_.reduce_overhead && values_[size_t(output_values_[i])].storage == ValueStorage::Output
                       ? Binding{owned_outputs_[size_t(values_[size_t(output_values_[i])].index)].get(), 0}
                       : resolve(output_values_[i], inputs, fresh);
@@ -353,6 +368,31 @@ std::vector<DeviceTensor> PlannedProgram::launch_run(const std::vector<DeviceTen
   return results;
 }
 
+void PlannedProgram::bind_direct(const std::vector<DeviceTensor>& inputs) {
+  direct_.resize(input_types_.size());
+  std::vector<std::shared_ptr<Buffer>> wanted(input_types_.size());
+  for (const OutputOverInput& p : outputs_over_inputs_)
+    if (std::shared_ptr<Buffer> b = donated_buffer(p.output, inputs)) wanted[p.input] = b;
+  for (size_t i = 0; i < wanted.size(); ++i) {
+    DirectInput& d = direct_[i];
+    if (d.bound == (wanted[i] != nullptr) && (!d.bound || d.buffer.lock() == wanted[i])) continue;
+    d.buffer = wanted[i];
+    d.bound = wanted[i] != nullptr;
+    copied_inputs_[i] = nullptr;  // the owned copy fell behind while the input was bound directly
+    recorded_ = false;
+  }
+  for (const OutputOverInput& p : outputs_over_inputs_) {
+    if (wanted[p.input]) continue;
+    if (!owned_inputs_[p.input]) owned_inputs_[p.input] = backend_.alloc(std::max<size_t>(inputs[p.input].bytes(), 4));
+    if (!owned_outputs_[p.output])
+      owned_outputs_[p.output] = backend_.alloc(std::max<size_t>(bytes_of(output_values_[p.output]), 4));
+  }
+}
+
+Buffer* PlannedProgram::direct_buffer(size_t input) const {
+  return input < direct_.size() && direct_[input].bound ? direct_[input].buffer.lock().get() : nullptr;
+}
+
 void PlannedProgram::release_intermediates() {
   if (options_.reduce_overhead || !prepared_) return;
   if (stream_) stream_->sync();
@@ -361,7 +401,6 @@ void PlannedProgram::release_intermediates() {
 }
 
 std::shared_ptr<Buffer> PlannedProgram::donated_buffer(size_t output, const std::vector<DeviceTensor>& inputs) const {
-  if (options_.reduce_overhead) return nullptr;
   for (const OutputOverInput& p : outputs_over_inputs_) {
     if (p.output != output || !inputs[p.input].donated) continue;
     const std::shared_ptr<Buffer>& buffer = inputs[p.input].buffer;

@@ -113,6 +113,10 @@ class PlannedProgram : public DeviceProgram {
   size_t bytes_of(int value) const;
   // The buffer of the donated input that graph output `output` may be written over, or null.
   std::shared_ptr<Buffer> donated_buffer(size_t output, const std::vector<DeviceTensor>& inputs) const;
+  // reduce_overhead: binds donated inputs directly (no copy in, their outputs written over them, no
+  // copy out), recording again when the set of such buffers changes.
+  void bind_direct(const std::vector<DeviceTensor>& inputs);
+  Buffer* direct_buffer(size_t input) const;  // input's directly bound buffer, or null
   Binding resolve(int value, const std::vector<DeviceTensor>& inputs,
                   const std::vector<std::shared_ptr<Buffer>>& outputs) const;
   void launch(const LaunchPlan& plan, const std::vector<Binding>& bindings);
@@ -155,6 +159,13 @@ class PlannedProgram : public DeviceProgram {
   std::vector<LaunchPlan> input_copies_;   // reduce_overhead: per graph input
   std::vector<std::unique_ptr<Buffer>> owned_inputs_, owned_outputs_;  // reduce_overhead
   std::vector<std::shared_ptr<Buffer>> copied_inputs_;  // the buffer each owned input holds a copy of
+  // reduce_overhead: per input, the caller's buffer the recording binds directly (a donated input).
+  // Weak: holding it would keep its tensor from donating it again; an expired one records again.
+  struct DirectInput {
+    std::weak_ptr<Buffer> buffer;
+    bool bound = false;
+  };
+  std::vector<DirectInput> direct_;
   bool recorded_ = false;
   int recordings_ = 0;
   std::unique_ptr<Stream> stream_;

@@ -28,8 +28,8 @@ struct ProgramOptions {
   bool max_autotune = false;     // templates time their variants for this program's ops
   // Outputs that replace inputs' values (a training step's updated parameters and optimizer
   // state): the program writes each over its input's buffer where that is safe (donation.h) and
-  // the caller donates the buffer for the run (DeviceTensor::donated). Not with reduce_overhead,
-  // whose program reads copies of its inputs.
+  // the caller donates the buffer for the run (DeviceTensor::donated). With reduce_overhead the
+  // recording binds such buffers directly instead of copying them in and out, while they come back.
   std::vector<OutputOverInput> outputs_over_inputs;
 };
 

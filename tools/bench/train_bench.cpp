@@ -40,6 +40,7 @@ struct Args {
   // loss, backward and update eager (the backward runs the compiled forward's gradient program).
   std::string compile = "step";
   double memory_budget = 0;  // CompileOptions::memory_budget, for --compile forward
+  Mode mode = Mode::Default;  // --mode reduce-overhead: record the compiled launches and replay them
 };
 
 // A model with its batch and loss.
@@ -136,11 +137,13 @@ StepTimes time_steps(const Args& args, const Device& device, const std::function
 
 void bench(const Args& args) {
   std::printf("one training step (zero_grad, forward, loss, backward, SGD lr 0.01 momentum 0.9), eager\n"
-              "and compiled whole (kiln::compile), median ms of %d steps after %d warm-up steps\n",
-              args.reps, args.warmup);
+              "and compiled, median ms of %d steps after %d warm-up steps; compiled: ", args.reps, args.warmup);
   if (args.compile == "forward")
-    std::printf("compiled: the forward alone (memory_budget %g), its backward a compiled gradient program,\n"
-                "the loss and update eager\n", args.memory_budget);
+    std::printf("the forward alone (memory_budget %g),\nits backward a compiled gradient program, the loss and "
+                "update eager\n", args.memory_budget);
+  else
+    std::printf("the whole step as one program\n");
+  if (args.mode == Mode::ReduceOverhead) std::printf("mode reduce-overhead: launches recorded once and replayed\n");
   std::printf("%-12s %-10s %-14s %10s %10s %8s %12s %12s %9s %9s %9s %9s %8s %9s %9s\n", "model", "device", "batch",
               "eager ms", "compiled", "ratio", "eager 1st", "compiled 1st", "launches", "update", "eager MB",
               "comp. MB", "MB ratio", "eager +MB", "comp. +MB");
@@ -171,12 +174,12 @@ void bench(const Args& args) {
         };
         if (!compiled) return time_steps(args, device, [&] { step_with(c.forward)(c.x, c.y); });
         if (args.compile == "forward") {
-          auto forward = compile(c.forward, {.fullgraph = true, .memory_budget = args.memory_budget,
-                                             .name = model + " forward"});
+          auto forward = compile(c.forward, {.mode = args.mode, .fullgraph = true,
+                                             .memory_budget = args.memory_budget, .name = model + " forward"});
           auto step = step_with([&forward](const Tensor& x) { return forward(x); });
           return time_steps(args, device, [&] { step(c.x, c.y); });
         }
-        auto step = compile(step_with(c.forward), {.fullgraph = true, .name = model + " training step"});
+        auto step = compile(step_with(c.forward), {.mode = args.mode, .fullgraph = true, .name = model + " training step"});
         StepTimes times = time_steps(args, device, [&] { step(c.x, c.y); });
         for (const trace::BundleKernel& k : step.bundle().kernels) {
           ++times.launches;
@@ -209,7 +212,8 @@ void bench(const Args& args) {
 
 int usage() {
   std::fprintf(stderr, "usage: kiln-bench-train [--devices cpu,vulkan] [--models mlp,mlp_dropout,cnn,transformer,resnet18] [--reps N] [--warmup N]\n"
-                       "                        [--compile step|forward] [--memory-budget 0..1]\n");
+                       "                        [--compile step|forward] [--memory-budget 0..1]\n"
+                       "                        [--mode default|reduce-overhead]\n");
   return 2;
 }
 
@@ -225,6 +229,8 @@ int main_impl(int argc, char** argv) {
     else if (flag == "--warmup") args.warmup = std::max(1, std::atoi(value));
     else if (flag == "--compile" && (std::string(value) == "step" || std::string(value) == "forward")) args.compile = value;
     else if (flag == "--memory-budget") args.memory_budget = std::atof(value);
+    else if (flag == "--mode" && std::string(value) == "reduce-overhead") args.mode = Mode::ReduceOverhead;
+    else if (flag == "--mode" && std::string(value) == "default") args.mode = Mode::Default;
     else return usage();
   }
   bench(args);
