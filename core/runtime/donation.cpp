@@ -28,8 +28,8 @@ void scan_loads(const kernel::ExprRef& value, const std::set<int>& slots, std::s
 
 // Whether `kernel` stores slot `out` once, loading the slots in `in` only at the linear index and
 // only for that store or the stores before it (in emission order): the generated code has read each
-// element of the input it needs before the store overwrites it. In a horizontal kernel, the input's loads must
-// all be in the output's segment.
+// element of the input it needs before the store overwrites it. In a horizontal kernel, the input's
+// loads must all be in the output's segment.
 bool reads_before_overwriting(const kernel::Kernel& kernel, int out, const std::set<int>& in) {
   if (kernel.kind != kernel::KernelKind::Pointwise) return false;
   std::vector<const std::vector<kernel::Store>*> lists;
@@ -74,7 +74,8 @@ std::vector<OutputOverInput> safe_outputs_over_inputs(const LoweredProgram& prog
       if (program.values[v].storage == ValueStorage::Input && size_t(program.values[v].index) == c.input) in = int(v);
     if (in < 0 || out_value.storage != ValueStorage::Output) continue;
     const TensorType& in_type = program.values[size_t(in)].type;
-    if (dtype_size(in_type.dtype) != dtype_size(out_value.type.dtype) || shape_str(in_type.shape) != shape_str(out_value.type.shape))
+    if (dtype_size(in_type.dtype) != dtype_size(out_value.type.dtype) ||
+        shape_str(in_type.shape) != shape_str(out_value.type.shape))
       continue;
     // Returned once (a value returned twice is one tensor), and the input is not returned itself
     // (its output copy runs after every kernel).

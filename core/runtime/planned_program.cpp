@@ -225,12 +225,14 @@ void PlannedProgram::prepare(const std::map<std::string, int64_t>& bindings) {
     }
     for (size_t i = 0; i < input_types_.size(); ++i) {
       int64_t n = numel(concrete_dims(input_types_[i].shape, bindings));
-      owned_inputs_.push_back(paired_inputs.count(i) ? nullptr
-                                                     : backend_.alloc(std::max<size_t>(size_t(n) * dtype_size(input_types_[i].dtype), 4)));
+      const size_t bytes = std::max<size_t>(size_t(n) * dtype_size(input_types_[i].dtype), 4);
+      owned_inputs_.push_back(paired_inputs.count(i) ? nullptr : backend_.alloc(bytes));
       input_copies_.push_back(n > 0 ? copy_launch(input_types_[i].dtype, n) : LaunchPlan{nullptr, {}, {}, {}});
     }
-    for (size_t o = 0; o < output_values_.size(); ++o)
-      owned_outputs_.push_back(paired_outputs.count(o) ? nullptr : backend_.alloc(std::max<size_t>(bytes_of(output_values_[o]), 4)));
+    for (size_t o = 0; o < output_values_.size(); ++o) {
+      const size_t bytes = std::max<size_t>(bytes_of(output_values_[o]), 4);
+      owned_outputs_.push_back(paired_outputs.count(o) ? nullptr : backend_.alloc(bytes));
+    }
   }
   recorded_ = false;
   prepared_ = true;
