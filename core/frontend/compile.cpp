@@ -685,6 +685,8 @@ std::vector<Tensor> Engine::State::compile_and_run(std::span<const ArgView> args
   graph_options.program.reduce_overhead = options.mode == Mode::ReduceOverhead;
   graph_options.program.max_autotune = options.mode == Mode::MaxAutotune;
   graph_options.program.outputs_over_inputs = updated_inputs(traced->writes);
+  for (const WriteBack& w : traced->writes)
+    if (w.grad && !w.clear) graph_options.program.lent_outputs.push_back(w.output);
   std::vector<PassRecord> pass_records;
   const int compile_index = int(stats.compiles);
   auto write_bundle = [&](const DeviceProgram* program, const std::vector<LaunchTiming>& timings) {

@@ -294,8 +294,9 @@ std::vector<DeviceTensor> PlannedProgram::launch_run(const std::vector<DeviceTen
 
   if (options_.reduce_overhead) bind_direct(inputs);
   // The tensors handed back: fresh buffers each run, so earlier results stay valid, or the buffers
-  // of donated inputs that this program's outputs replace.
+  // of donated inputs that this program's outputs replace, or lent outputs' own buffers.
   std::vector<std::shared_ptr<Buffer>> fresh, rewritten;
+  std::vector<bool> written_in_place(output_values_.size(), false);  // no copy out
   std::vector<DeviceTensor> results;
   std::map<int, size_t> first_output;  // a value returned twice is one tensor
   for (size_t i = 0; i < output_values_.size(); ++i) {
@@ -311,6 +312,10 @@ std::vector<DeviceTensor> PlannedProgram::launch_run(const std::vector<DeviceTen
     std::shared_ptr<Buffer> buffer = donated_buffer(i, inputs);
     if (buffer) {
       rewritten.push_back(buffer);
+      written_in_place[i] = true;
+    } else if (is_lent(i)) {
+      buffer = lend_output(i);
+      written_in_place[i] = true;
     } else {
       try {
         buffer = backend_.alloc(std::max<size_t>(bytes_of(v), 4));
@@ -359,7 +364,7 @@ std::vector<DeviceTensor> PlannedProgram::launch_run(const std::vector<DeviceTen
   }
   for (size_t i = 0; i < output_copies_.size(); ++i) {
     if (!output_copies_[i].program || first_output.at(output_values_[i]) != i) continue;
-    if (std::find(rewritten.begin(), rewritten.end(), fresh[i]) != rewritten.end()) continue;  // written there
+    if (written_in_place[i]) continue;
     Binding src = options_.reduce_overhead && values_[size_t(output_values_[i])].storage == ValueStorage::Output
                       ? Binding{owned_outputs_[size_t(values_[size_t(output_values_[i])].index)].get(), 0}
                       : resolve(output_values_[i], inputs, fresh);
@@ -393,6 +398,21 @@ void PlannedProgram::bind_direct(const std::vector<DeviceTensor>& inputs) {
 
 Buffer* PlannedProgram::direct_buffer(size_t input) const {
   return input < direct_.size() && direct_[input].bound ? direct_[input].buffer.lock().get() : nullptr;
+}
+
+bool PlannedProgram::is_lent(size_t output) const {
+  const ProgramValue& v = values_[size_t(output_values_[output])];
+  return options_.reduce_overhead && v.storage == ValueStorage::Output && size_t(v.index) == output &&
+         std::find(options_.lent_outputs.begin(), options_.lent_outputs.end(), output) != options_.lent_outputs.end();
+}
+
+std::shared_ptr<Buffer> PlannedProgram::lend_output(size_t output) {
+  std::shared_ptr<Buffer>& own = owned_outputs_[output];
+  if (own.use_count() > 1) {  // the caller still holds the last one: a new buffer, recorded again
+    own = backend_.alloc(std::max<size_t>(bytes_of(output_values_[output]), 4));
+    recorded_ = false;
+  }
+  return own;
 }
 
 void PlannedProgram::release_intermediates() {

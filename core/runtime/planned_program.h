@@ -117,6 +117,10 @@ class PlannedProgram : public DeviceProgram {
   // copy out), recording again when the set of such buffers changes.
   void bind_direct(const std::vector<DeviceTensor>& inputs);
   Buffer* direct_buffer(size_t input) const;  // input's directly bound buffer, or null
+  // reduce_overhead: whether graph output `output` is lent (ProgramOptions::lent_outputs), and its
+  // buffer for this run: the one the caller had, when the caller has let it go.
+  bool is_lent(size_t output) const;
+  std::shared_ptr<Buffer> lend_output(size_t output);
   Binding resolve(int value, const std::vector<DeviceTensor>& inputs,
                   const std::vector<std::shared_ptr<Buffer>>& outputs) const;
   void launch(const LaunchPlan& plan, const std::vector<Binding>& bindings);
@@ -157,7 +161,8 @@ class PlannedProgram : public DeviceProgram {
   std::vector<OutputOverInput> outputs_over_inputs_;  // safe where the caller donates the input
   std::vector<LaunchPlan> output_copies_;  // per graph output: copy into the returned buffer (or none)
   std::vector<LaunchPlan> input_copies_;   // reduce_overhead: per graph input
-  std::vector<std::unique_ptr<Buffer>> owned_inputs_, owned_outputs_;  // reduce_overhead
+  std::vector<std::unique_ptr<Buffer>> owned_inputs_;   // reduce_overhead
+  std::vector<std::shared_ptr<Buffer>> owned_outputs_;  // reduce_overhead; lent ones shared with the caller
   std::vector<std::shared_ptr<Buffer>> copied_inputs_;  // the buffer each owned input holds a copy of
   // reduce_overhead: per input, the caller's buffer the recording binds directly (a donated input).
   // Weak: holding it would keep its tensor from donating it again; an expired one records again.

@@ -31,6 +31,10 @@ struct ProgramOptions {
   // the caller donates the buffer for the run (DeviceTensor::donated). With reduce_overhead the
   // recording binds such buffers directly instead of copying them in and out, while they come back.
   std::vector<OutputOverInput> outputs_over_inputs;
+  // reduce_overhead: outputs whose recorded buffer is handed to the caller instead of copied out (a
+  // training step's gradients, which the next step drops). The next run takes the buffer back when
+  // the caller has let it go, and records again with a new one when it has not.
+  std::vector<size_t> lent_outputs;
 };
 
 class DeviceProgram {
