@@ -15,11 +15,14 @@ inline bool is_elementwise(const Node& node) {
          node.outputs.size() == 1;
 }
 
-// reshape, permute, expand, slice: one load through an index map, so they can join a chain.
+// reshape, permute, expand, slice, pad and index_select: one load through an index map (pad's
+// guarded by its bounds, index_select's reading the index first), so they can join a chain.
 inline bool is_index_view(const Node& node) {
   switch (node.kind) {
-    case OpKind::Reshape: case OpKind::Permute: case OpKind::Expand: case OpKind::Slice:
+    case OpKind::Reshape: case OpKind::Permute: case OpKind::Expand: case OpKind::Slice: case OpKind::Pad:
       return node.inputs.size() == 1 && node.outputs.size() == 1;
+    case OpKind::IndexSelect:
+      return node.inputs.size() == 2 && node.outputs.size() == 1;
     default:
       return false;
   }

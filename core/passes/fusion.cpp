@@ -23,6 +23,89 @@ FusionKind kind_alone(const Node& n) {
   return FusionKind::Single;
 }
 
+using Users = std::map<const Value*, std::vector<const Node*>>;
+
+// The buffers a kernel computing `nodes` binds: the values it reads from outside, and its values
+// read outside it, returned, or never read.
+size_t bound_buffers(const std::vector<const Node*>& nodes, const Users& users,
+                     const std::set<const Value*>& graph_outputs) {
+  std::set<const Node*> members(nodes.begin(), nodes.end());
+  std::set<const Value*> bound;
+  for (const Node* m : nodes) {
+    for (const Value* v : m->inputs)
+      if (!v->producer || !members.count(v->producer)) bound.insert(v);
+    for (const Value* v : m->outputs) {
+      auto it = users.find(v);
+      bool needed = graph_outputs.count(v) || it == users.end() || it->second.empty();
+      if (it != users.end())
+        for (const Node* u : it->second) needed = needed || !members.count(u);
+      if (needed) bound.insert(v);
+    }
+  }
+  return bound.size();
+}
+
+// Views may go in front of a group's nodes when its kernel has no anchor, or a plain reduction
+// for one: lower_group's form is [pointwise and views] [anchor [pointwise epilogue]], and only a
+// reduction takes nodes before it.
+bool takes_views_in_front(const FusionGroup& g) {
+  if (g.template_anchor || g.kind == FusionKind::Constant) return false;
+  for (const Node* n : g.nodes)
+    if (!is_elementwise(*n) && !is_index_view(*n)) return is_plain_reduction(*n);
+  return true;
+}
+
+// Whether `reader` gathers from `views`' values (index_select's data): kept in memory, the views
+// are read in order once instead of through their index maps at each gathered element.
+bool gathers_from(const FusionGroup& reader, const FusionGroup& views) {
+  std::set<const Value*> made;
+  for (const Node* n : views.nodes)
+    for (const Value* v : n->outputs) made.insert(v);
+  for (const Node* n : reader.nodes)
+    if (n->kind == OpKind::IndexSelect && made.count(n->inputs[0])) return true;
+  return false;
+}
+
+// Data movement scheduled as a kernel of its own (views of values from before the open group
+// close one group each) moves into the one group that reads it: that kernel reads through the
+// views' index maps, and the copy is never written. A chain of views moves whole, since groups
+// are visited last to first.
+void inline_view_groups(std::vector<FusionGroup>& groups, const Users& users,
+                        const std::set<const Value*>& graph_outputs, const FusionOptions& options) {
+  std::map<const Node*, size_t> group_of;
+  for (size_t i = 0; i < groups.size(); ++i)
+    for (const Node* n : groups[i].nodes) group_of[n] = i;
+  for (size_t i = groups.size(); i-- > 0;) {
+    FusionGroup& g = groups[i];
+    if (g.kind == FusionKind::Constant || g.template_anchor || g.nodes.empty()) continue;
+    bool views = true;
+    for (const Node* n : g.nodes) views = views && is_index_view(*n);
+    if (!views) continue;
+    std::set<size_t> readers;
+    bool kept = false;  // returned or never read: it must reach memory
+    for (const Node* n : g.nodes)
+      for (const Value* v : n->outputs) {
+        auto it = users.find(v);
+        if (graph_outputs.count(v) || it == users.end() || it->second.empty()) kept = true;
+        if (it == users.end()) continue;
+        for (const Node* u : it->second)
+          if (group_of.at(u) != i) readers.insert(group_of.at(u));
+      }
+    if (kept || readers.size() != 1 || gathers_from(groups[*readers.begin()], g)) continue;
+    FusionGroup& reader = groups[*readers.begin()];
+    if (!takes_views_in_front(reader) || g.nodes.size() + reader.nodes.size() > options.max_group_nodes) continue;
+    std::vector<const Node*> merged = g.nodes;
+    merged.insert(merged.end(), reader.nodes.begin(), reader.nodes.end());
+    if (options.max_group_buffers != SIZE_MAX && bound_buffers(merged, users, graph_outputs) > options.max_group_buffers)
+      continue;
+    for (const Node* n : g.nodes) group_of[n] = *readers.begin();
+    reader.nodes = std::move(merged);
+    if (reader.kind == FusionKind::Single) reader.kind = FusionKind::Pointwise;
+    g.nodes.clear();
+  }
+  std::erase_if(groups, [](const FusionGroup& g) { return g.nodes.empty(); });
+}
+
 }  // namespace
 
 std::vector<int> FusionGroup::origins() const {
@@ -33,7 +116,7 @@ std::vector<int> FusionGroup::origins() const {
 }
 
 std::vector<FusionGroup> fuse_graph(const Graph& graph, const FusionOptions& options) {
-  std::map<const Value*, std::vector<const Node*>> users;
+  Users users;
   std::vector<Node*> nodes = graph.nodes();
   for (const Node* n : nodes)
     for (const Value* v : n->inputs) users[v].push_back(n);
@@ -137,7 +220,10 @@ std::vector<FusionGroup> fuse_graph(const Graph& graph, const FusionOptions& opt
         join(n);
         return true;
       }
-      if (options.fuse_views && is_index_view(*n) && in->producer && open.members.count(in->producer)) {
+      // An index_select starts a group instead: reading its data through the group's index maps
+      // would redo them, scattered, for every element it gathers more than once.
+      if (options.fuse_views && is_index_view(*n) && n->kind != OpKind::IndexSelect && in->producer &&
+          open.members.count(in->producer)) {
         bool keeps_size = numel(in->type.shape).same_as(numel(n->output()->type.shape));
         if (!keeps_size && !read_only_inside(n)) return false;
         join(n);
@@ -198,6 +284,8 @@ std::vector<FusionGroup> fuse_graph(const Graph& graph, const FusionOptions& opt
     }
     start(n);
   }
+
+  if (options.fuse && options.fuse_views) inline_view_groups(groups, users, graph_outputs, options);
 
   for (FusionGroup& g : groups) {
     std::set<const Node*> members(g.nodes.begin(), g.nodes.end());

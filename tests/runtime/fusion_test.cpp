@@ -154,19 +154,24 @@ std::vector<Tensor> random_inputs(const Graph& g, Device device, int seed) {
 // Lowers every kernel group and evaluates the groups in order on the host.
 std::map<const Value*, std::vector<float>> evaluate_groups(const Graph& g, const std::vector<Tensor>& inputs) {
   std::map<const Value*, std::vector<float>> env;
+  std::map<const Value*, std::vector<int32_t>> indices;  // i32 constants (index_select's)
   for (size_t i = 0; i < inputs.size(); ++i) env[g.inputs()[i]] = inputs[i].to_vector<float>();
   for (const FusionGroup& group : fuse_graph(g)) {
     if (group.kind == FusionKind::Constant) {
       const Literal& lit = group.nodes[0]->attrs.get_tensor("value");
-      std::vector<float> v(size_t(lit.numel()));
-      for (size_t i = 0; i < v.size(); ++i) v[i] = float(lit.element(int64_t(i)));
-      env[group.nodes[0]->output()] = v;
+      const Value* out = group.nodes[0]->output();
+      for (int64_t i = 0; i < lit.numel(); ++i) {
+        if (out->type.dtype == DType::I32) indices[out].push_back(int32_t(lit.element(i)));
+        else env[out].push_back(float(lit.element(i)));
+      }
       continue;
     }
     kernel::LoweredGroup lowered = kernel::lower_group(group.nodes, group.outputs);
     std::vector<HostTensor> ins, outs;
-    for (const Value* v : lowered.inputs)
-      ins.push_back({DType::F32, static_dims(v->type.shape), env.at(v).data()});
+    for (const Value* v : lowered.inputs) {
+      if (v->type.dtype == DType::I32) ins.push_back({DType::I32, static_dims(v->type.shape), indices.at(v).data()});
+      else ins.push_back({DType::F32, static_dims(v->type.shape), env.at(v).data()});
+    }
     for (const Value* v : lowered.outputs) {
       env[v].assign(size_t(numel(v->type.shape).value()), 0.f);
       outs.push_back({DType::F32, static_dims(v->type.shape), env[v].data()});
@@ -352,11 +357,63 @@ TEST(Fusion, AValueStoredBeforeASizeChangingViewSplitsTheChain) {
   EXPECT_EQ(describe_groups(fuse_graph(permuted)), "1 kernel: [exp,permute,relu]");
 }
 
+const char* kPadInChain = R"(graph @main(%0: f32[2,3] "x") {
+  %1: f32[2,3] = exp(%0)
+  %2: f32[2,5] = pad(%1) {pads=[0,1,0,1], mode="constant", value=0.5}
+  %3: f32[2,5] = relu(%2)
+  return %3
+})";
+
+// The views of %1 come while %3's chain is open.
+const char* kViewsIntoReader = R"(graph @main(%0: f32[4,6] "x", %1: f32[6,4] "y", %2: f32[4,6] "z") {
+  %3: f32[4,6] = exp(%0)
+  %4: f32[2,3,4] = reshape(%1) {shape=[2,3,4]}
+  %5: f32[4,2,3] = permute(%4) {dims=[2,0,1]}
+  %6: f32[4,6] = reshape(%5) {shape=[4,6]}
+  %7: f32[4,6] = add(%3, %2)
+  %8: f32[4,6] = mul(%7, %6)
+  return %8
+})";
+
+const char* kViewsIntoReduction = R"(graph @main(%0: f32[4,6] "x", %1: f32[6,4] "y") {
+  %2: f32[4,6] = exp(%0)
+  %3: f32[4,6] = permute(%1) {dims=[1,0]}
+  %4: f32[4] = sum(%3) {dims=[1], keepdim=false}
+  return %2, %4
+})";
+
+const char* kGatherAfterViews = R"(graph @main(%0: f32[1,2,3,3] "x") {
+  %1: f32[1,2,5,5] = pad(%0) {pads=[0,0,1,1,0,0,1,1], mode="constant", value=0.0}
+  %2: f32[1,5,5,2] = permute(%1) {dims=[0,2,3,1]}
+  %3: f32[1,25,2] = reshape(%2) {shape=[1,25,2]}
+  %4: i32[6] = constant() {value=dense<i32[6]>[0,6,24,6,12,7]}
+  %5: f32[1,6,2] = index_select(%3, %4) {dim=1}
+  %6: f32[1,2,6] = reshape(%5) {shape=[1,2,6]}
+  %7: f32[1,2,6] = neg(%6)
+  return %7
+})";
+
+const char* kSpreadTaps = R"(graph @main(%0: f32[2,3,3] "a", %1: f32[2,3,3] "b") {
+  %2: f32[2,3,1,3,1] = reshape(%0) {shape=[2,3,1,3,1]}
+  %3: f32[2,3,2,3,2] = pad(%2) {pads=[0,0,0,0,0,0,0,1,0,1], mode="constant", value=0.0}
+  %4: f32[2,6,6] = reshape(%3) {shape=[2,6,6]}
+  %5: f32[2,7,7] = pad(%4) {pads=[0,0,0,0,1,1], mode="constant", value=0.0}
+  %6: f32[2,3,1,3,1] = reshape(%1) {shape=[2,3,1,3,1]}
+  %7: f32[2,3,2,3,2] = pad(%6) {pads=[0,0,0,0,0,0,0,1,0,1], mode="constant", value=0.0}
+  %8: f32[2,6,6] = reshape(%7) {shape=[2,6,6]}
+  %9: f32[2,7,7] = pad(%8) {pads=[0,1,1,0,0,0], mode="constant", value=0.0}
+  %10: f32[2,7,7] = add(%5, %9)
+  %11: f32[2,7,7] = neg(%10)
+  return %11
+})";
+
 std::vector<std::string> all_graphs() {
   std::vector<std::string> texts = {kChain, kBrokenChain, kDiamond, kReduce, kConvBiasRelu, kConvResidual,
                                     kMatmulBiasGelu, kMeanScale, kDecomposedLayerNorm, kDecomposedSoftmax,
                                     long_chain_with_views()};
   texts.push_back(kPoolEpilogue);
+  for (const char* text : {kPadInChain, kViewsIntoReader, kViewsIntoReduction, kGatherAfterViews, kSpreadTaps})
+    texts.push_back(text);
   // The layer norm with rsqrt and with reciprocal, raised as well.
   texts.push_back(R"(graph @main(%0: f32[3,2,8] "x", %1: f32[2,8] "w") {
   %2: f32[3,1,1] = mean(%0) {dims=[1,2], keepdim=true}
@@ -402,6 +459,19 @@ std::vector<std::string> all_graphs() {
   return %7, %2
 })");
   return texts;
+}
+
+TEST(Fusion, ViewsMoveIntoTheOneKernelThatReadsThem) {
+  EXPECT_EQ(describe_groups(fuse_graph(parse_checked(kPadInChain))), "1 kernel: [exp,pad,relu]");
+  EXPECT_EQ(describe_groups(fuse_graph(parse_checked(kViewsIntoReader))),
+            "1 kernel: [reshape,permute,reshape,exp,add,mul]");
+  EXPECT_EQ(describe_groups(fuse_graph(parse_checked(kViewsIntoReduction))), "2 kernels: [exp] [permute,sum]");
+  // The gather reads a copy of its views, and takes the view after it.
+  EXPECT_EQ(describe_groups(fuse_graph(parse_checked(kGatherAfterViews))),
+            "2 kernels: [pad,permute,reshape] [index_select,reshape,neg]");
+  // A max pool's gradient: each tap's share spread by the stride and padded back, summed.
+  EXPECT_EQ(describe_groups(fuse_graph(parse_checked(kSpreadTaps))),
+            "1 kernel: [reshape,pad,reshape,pad,reshape,pad,reshape,pad,add,neg]");
 }
 
 // The compiled form of a test graph: after the standard passes, so the decomposed patterns fused.

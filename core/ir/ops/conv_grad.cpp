@@ -118,7 +118,7 @@ constexpr int64_t kMaxColumnElements = int64_t(1) << 26, kMaxGatherIndex = int64
 // The weight gradient of an ungrouped conv as one matmul, the shape the matmul templates run best:
 // dW[co, (tap, ci)] = sum over rows (n, o) of gout[n, co, o] * cols[(n, o), (tap, ci)], where cols
 // holds, per kernel tap, the input element that tap reads for pixel o (im2col), gathered from the
-// padded input by one index_select with a constant index. Its K is the batch times the output's
+// padded input, its channels last, by one index_select with a constant index. Its K is the batch times the output's
 // pixels, so the batch splits into parts (batch_split) as a batched matmul whose results are
 // summed. nullptr (the grouped-conv form) for a symbolic batch, columns or an index past their
 // bounds, or windows that reach past the padded input.
@@ -145,26 +145,30 @@ Value* correlate_as_matmul(G& b, Value* input, Value* gout, const Window& w, con
     if ((osp[i] - 1) * w.stride[i] + w.extent(i) > plane_dims[i]) return nullptr;
   }
   Value* x = padded ? b.pad(input, pads) : input;
-  // The columns gathered at once: for each tap (row-major) and output pixel, the offset in a padded
-  // channel plane of the input element it reads. [N, Ci, plane] -> [N, Ci, taps * pixels].
+  // The input channels last, [N, plane, Ci], so that each gathered row of Ci channels is read in
+  // order: the columns gathered at once, for each output pixel and tap (row-major), from the offset
+  // in a padded channel plane of the input element it reads. -> [N, pixels * taps, Ci].
+  std::vector<int64_t> channels_last = {0};
+  for (size_t i = 0; i < s; ++i) channels_last.push_back(int64_t(2 + i));
+  channels_last.push_back(1);
+  x = b.reshape(b.permute(x, channels_last), {n, plane, ci});
   std::vector<double> offsets;
   offsets.reserve(size_t(taps * pixels));
-  for (int64_t t = 0; t < taps; ++t) {
-    const std::vector<int64_t> k = row_major_coords(t, w.kernel);
-    for (int64_t o = 0; o < pixels; ++o) {
-      const std::vector<int64_t> p = row_major_coords(o, osp);
+  for (int64_t o = 0; o < pixels; ++o) {
+    const std::vector<int64_t> p = row_major_coords(o, osp);
+    for (int64_t t = 0; t < taps; ++t) {
+      const std::vector<int64_t> k = row_major_coords(t, w.kernel);
       int64_t offset = 0;
       for (size_t i = 0; i < s; ++i) offset = offset * plane_dims[i] + p[i] * w.stride[i] + k[i] * w.dilation[i];
       offsets.push_back(double(offset));
     }
   }
   Value* index = b.constant(offsets, {taps * pixels}, plane < (int64_t(1) << 31) ? DType::I32 : DType::I64);
-  Value* stacked = b.op(K::IndexSelect, {b.reshape(x, {n, ci, plane}), index}, {{"dim", int64_t(2)}});
+  Value* stacked = b.op(K::IndexSelect, {x, index}, {{"dim", int64_t(1)}});
   const int64_t parts = batch_split(input, gout, co * ci * taps);
   const int64_t rows = n / parts * pixels;
-  // [N, Ci, taps, pixels] -> [N, pixels, taps, Ci] -> [P, rows, taps * Ci]
-  Value* cols = b.permute(b.reshape(stacked, {n, ci, taps, pixels}), {0, 3, 2, 1});
-  cols = b.reshape(cols, {parts, rows, taps * ci});
+  // [N, pixels * taps, Ci] -> [P, rows, taps * Ci]
+  Value* cols = b.reshape(stacked, {parts, rows, taps * ci});
   // gout [N, Co, *osp] -> [P, N / P, Co, pixels] -> [P, Co, rows]
   Value* g = b.reshape(gout, {parts, n / parts, co, pixels});
   g = b.reshape(b.permute(g, {0, 2, 1, 3}), {parts, co, rows});
