@@ -77,7 +77,11 @@ class CpuBackend : public reference::HostBackend {
 
   std::optional<kernel::CodegenTarget> codegen() const override {
     const HostCompiler& compiler = HostCompiler::instance();
-    if (compiler.available()) return kernel::CodegenTarget{kernel::Dialect::Cpp};
+    if (compiler.available()) {
+      kernel::CodegenTarget target{kernel::Dialect::Cpp};
+      target.read_through_views = false;
+      return target;
+    }
     static std::once_flag said;
     std::call_once(said, [&] {
       log::warn("cpu: " + compiler.why_not() + "; compiled programs run on the reference interpreter");

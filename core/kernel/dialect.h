@@ -25,6 +25,10 @@ struct CodegenTarget {
   // Invocations one workgroup may have (Vulkan's maxComputeWorkGroupInvocations and size x):
   // generated kernels take 256, or the largest power of two below this.
   int max_workgroup_size = 256;
+  // A kernel reads views that only it reads through their index maps rather than from a copy made
+  // first. Off for generated C++: on a CPU the copy is a vectorized loop over cached data, and the
+  // composed index arithmetic measured slower (BENCHMARKS Run 20).
+  bool read_through_views = true;
 };
 
 }  // namespace kiln::kernel

@@ -285,7 +285,7 @@ std::vector<FusionGroup> fuse_graph(const Graph& graph, const FusionOptions& opt
     start(n);
   }
 
-  if (options.fuse && options.fuse_views) inline_view_groups(groups, users, graph_outputs, options);
+  if (options.fuse && options.fuse_views && options.inline_views) inline_view_groups(groups, users, graph_outputs, options);
 
   for (FusionGroup& g : groups) {
     std::set<const Node*> members(g.nodes.begin(), g.nodes.end());

@@ -33,8 +33,10 @@ ViewsAtHints::ViewsAtHints(const Node& n) {
 KernelSchedule schedule_kernels(const Graph& graph, Backend& backend, bool fuse, bool max_autotune) {
   FusionOptions fusion;
   fusion.fuse = fuse;
-  if (std::optional<kernel::CodegenTarget> target = backend.codegen())
+  if (std::optional<kernel::CodegenTarget> target = backend.codegen()) {
     fusion.max_group_buffers = size_t(std::max(1, std::min(target->max_buffers, target->max_storage_buffers)));
+    fusion.inline_views = target->read_through_views;
+  }
   fusion.keep_alone = [&backend, max_autotune](const Node& n) {
     if (!backend.has_template(n.kind)) return false;
     const ViewsAtHints views(n);

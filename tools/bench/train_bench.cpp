@@ -144,6 +144,7 @@ void bench(const Args& args) {
   else
     std::printf("the whole step as one program\n");
   if (args.mode == Mode::ReduceOverhead) std::printf("mode reduce-overhead: launches recorded once and replayed\n");
+  if (args.mode == Mode::MaxAutotune) std::printf("mode max-autotune: template variants timed at compile\n");
   std::printf("%-12s %-10s %-14s %10s %10s %8s %12s %12s %9s %9s %9s %9s %8s %9s %9s\n", "model", "device", "batch",
               "eager ms", "compiled", "ratio", "eager 1st", "compiled 1st", "launches", "update", "eager MB",
               "comp. MB", "MB ratio", "eager +MB", "comp. +MB");
@@ -213,7 +214,7 @@ void bench(const Args& args) {
 int usage() {
   std::fprintf(stderr, "usage: kiln-bench-train [--devices cpu,vulkan] [--models mlp,mlp_dropout,cnn,transformer,resnet18] [--reps N] [--warmup N]\n"
                        "                        [--compile step|forward] [--memory-budget 0..1]\n"
-                       "                        [--mode default|reduce-overhead]\n");
+                       "                        [--mode default|reduce-overhead|max-autotune]\n");
   return 2;
 }
 
@@ -231,6 +232,7 @@ int main_impl(int argc, char** argv) {
     else if (flag == "--memory-budget") args.memory_budget = std::atof(value);
     else if (flag == "--mode" && std::string(value) == "reduce-overhead") args.mode = Mode::ReduceOverhead;
     else if (flag == "--mode" && std::string(value) == "default") args.mode = Mode::Default;
+    else if (flag == "--mode" && std::string(value) == "max-autotune") args.mode = Mode::MaxAutotune;
     else return usage();
   }
   bench(args);
