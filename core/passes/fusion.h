@@ -1,6 +1,7 @@
 // Fusion: decides which graph nodes run as one kernel. Pointwise nodes of one iteration shape form
 // one group (their intermediates never reach memory), and view ops (reshape, permute, expand,
-// slice) of a group's values join it as index maps; a sum/mean/max/min/prod reduction joins the
+// slice, pad) of a group's values join it as index maps, as do views of other values that only
+// one group reads (where the target reads through views); a sum/mean/max/min/prod reduction joins the
 // pointwise group that produces its input when nothing else reads that group's values; pointwise
 // consumers of a reduction, matmul, gemm, linear, conv or pool on its output shape run in its
 // epilogue, and a chain of them in the epilogue of the backend's template where it takes them.
