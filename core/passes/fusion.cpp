@@ -93,10 +93,12 @@ void inline_view_groups(std::vector<FusionGroup>& groups, const Users& users,
       }
     if (kept || readers.size() != 1 || gathers_from(groups[*readers.begin()], g)) continue;
     FusionGroup& reader = groups[*readers.begin()];
-    if (!takes_views_in_front(reader) || g.nodes.size() + reader.nodes.size() > options.max_group_nodes) continue;
+    if (!takes_views_in_front(reader) || g.nodes.size() + reader.nodes.size() > options.max_group_nodes)
+      continue;
     std::vector<const Node*> merged = g.nodes;
     merged.insert(merged.end(), reader.nodes.begin(), reader.nodes.end());
-    if (options.max_group_buffers != SIZE_MAX && bound_buffers(merged, users, graph_outputs) > options.max_group_buffers)
+    if (options.max_group_buffers != SIZE_MAX &&
+        bound_buffers(merged, users, graph_outputs) > options.max_group_buffers)
       continue;
     for (const Node* n : g.nodes) group_of[n] = *readers.begin();
     reader.nodes = std::move(merged);
@@ -285,7 +287,8 @@ std::vector<FusionGroup> fuse_graph(const Graph& graph, const FusionOptions& opt
     start(n);
   }
 
-  if (options.fuse && options.fuse_views && options.inline_views) inline_view_groups(groups, users, graph_outputs, options);
+  if (options.fuse && options.fuse_views && options.inline_views)
+    inline_view_groups(groups, users, graph_outputs, options);
 
   for (FusionGroup& g : groups) {
     std::set<const Node*> members(g.nodes.begin(), g.nodes.end());

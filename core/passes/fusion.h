@@ -1,8 +1,8 @@
 // Fusion: decides which graph nodes run as one kernel. Pointwise nodes of one iteration shape form
 // one group (their intermediates never reach memory), and view ops (reshape, permute, expand,
 // slice, pad) of a group's values join it as index maps, as do views of other values that only
-// one group reads (where the target reads through views); a sum/mean/max/min/prod reduction joins the
-// pointwise group that produces its input when nothing else reads that group's values; pointwise
+// one group reads (where the target reads through views); a sum/mean/max/min/prod reduction joins
+// the pointwise group that produces its input when nothing else reads that group's values; pointwise
 // consumers of a reduction, matmul, gemm, linear, conv or pool on its output shape run in its
 // epilogue, and a chain of them in the epilogue of the backend's template where it takes them.
 // Everything else is a group of one.
@@ -41,7 +41,7 @@ struct FusionOptions {
   bool fuse = true;              // false: every node is its own group (the eager baseline)
   bool fuse_reductions = true;   // pointwise producers into a reduction's loop
   bool fuse_epilogues = true;    // pointwise consumers into a reduction/matmul/conv epilogue
-  bool fuse_views = true;        // reshape/permute/expand/slice/pad/index_select of a group's values join it
+  bool fuse_views = true;        // reshape/permute/expand/slice/pad of a group's values join it
   // Views scheduled as a kernel of their own move into the one kernel that reads them, which reads
   // through their index maps instead of a copy (CodegenTarget::read_through_views).
   bool inline_views = true;

@@ -169,8 +169,10 @@ std::map<const Value*, std::vector<float>> evaluate_groups(const Graph& g, const
     kernel::LoweredGroup lowered = kernel::lower_group(group.nodes, group.outputs);
     std::vector<HostTensor> ins, outs;
     for (const Value* v : lowered.inputs) {
-      if (v->type.dtype == DType::I32) ins.push_back({DType::I32, static_dims(v->type.shape), indices.at(v).data()});
-      else ins.push_back({DType::F32, static_dims(v->type.shape), env.at(v).data()});
+      if (v->type.dtype == DType::I32)
+        ins.push_back({DType::I32, static_dims(v->type.shape), indices.at(v).data()});
+      else
+        ins.push_back({DType::F32, static_dims(v->type.shape), env.at(v).data()});
     }
     for (const Value* v : lowered.outputs) {
       env[v].assign(size_t(numel(v->type.shape).value()), 0.f);

@@ -118,9 +118,9 @@ constexpr int64_t kMaxColumnElements = int64_t(1) << 26, kMaxGatherIndex = int64
 // The weight gradient of an ungrouped conv as one matmul, the shape the matmul templates run best:
 // dW[co, (tap, ci)] = sum over rows (n, o) of gout[n, co, o] * cols[(n, o), (tap, ci)], where cols
 // holds, per kernel tap, the input element that tap reads for pixel o (im2col), gathered from the
-// padded input, its channels last, by one index_select with a constant index. Its K is the batch times the output's
-// pixels, so the batch splits into parts (batch_split) as a batched matmul whose results are
-// summed. nullptr (the grouped-conv form) for a symbolic batch, columns or an index past their
+// padded input, its channels last, by one index_select with a constant index. Its K is the batch
+// times the output's pixels, so the batch splits into parts (batch_split) as a batched matmul
+// whose results are summed. nullptr (the grouped-conv form) for a symbolic batch, columns or an index past their
 // bounds, or windows that reach past the padded input.
 Value* correlate_as_matmul(G& b, Value* input, Value* gout, const Window& w, const std::vector<int64_t>& pad_end) {
   const size_t s = w.spatial;
