@@ -25,6 +25,12 @@ FusionKind kind_alone(const Node& n) {
 
 using Users = std::map<const Value*, std::vector<const Node*>>;
 
+// A value its kernel stores whatever reads it: the graph returns it, or nothing reads it.
+bool returned_or_unread(const Value* v, const Users& users, const std::set<const Value*>& graph_outputs) {
+  auto it = users.find(v);
+  return graph_outputs.count(v) || it == users.end() || it->second.empty();
+}
+
 // The buffers a kernel computing `nodes` binds: the values it reads from outside, and its values
 // read outside it, returned, or never read.
 size_t bound_buffers(const std::vector<const Node*>& nodes, const Users& users,
@@ -35,9 +41,8 @@ size_t bound_buffers(const std::vector<const Node*>& nodes, const Users& users,
     for (const Value* v : m->inputs)
       if (!v->producer || !members.count(v->producer)) bound.insert(v);
     for (const Value* v : m->outputs) {
-      auto it = users.find(v);
-      bool needed = graph_outputs.count(v) || it == users.end() || it->second.empty();
-      if (it != users.end())
+      bool needed = returned_or_unread(v, users, graph_outputs);
+      if (auto it = users.find(v); it != users.end())
         for (const Node* u : it->second) needed = needed || !members.count(u);
       if (needed) bound.insert(v);
     }
@@ -85,11 +90,10 @@ void inline_view_groups(std::vector<FusionGroup>& groups, const Users& users,
     bool kept = false;  // returned or never read: it must reach memory
     for (const Node* n : g.nodes)
       for (const Value* v : n->outputs) {
-        auto it = users.find(v);
-        if (graph_outputs.count(v) || it == users.end() || it->second.empty()) kept = true;
-        if (it == users.end()) continue;
-        for (const Node* u : it->second)
-          if (group_of.at(u) != i) readers.insert(group_of.at(u));
+        kept = kept || returned_or_unread(v, users, graph_outputs);
+        if (auto it = users.find(v); it != users.end())
+          for (const Node* u : it->second)
+            if (group_of.at(u) != i) readers.insert(group_of.at(u));
       }
     if (kept || readers.size() != 1 || gathers_from(groups[*readers.begin()], g)) continue;
     FusionGroup& reader = groups[*readers.begin()];
@@ -154,7 +158,7 @@ std::vector<FusionGroup> fuse_graph(const Graph& graph, const FusionOptions& opt
   auto read_only_inside = [&](const Node* extra) {
     for (const Node* m : open.members) {
       const Value* v = m->output();
-      if (graph_outputs.count(v) || users[v].empty()) return false;
+      if (returned_or_unread(v, users, graph_outputs)) return false;
       for (const Node* u : users[v])
         if (!open.members.count(u) && u != extra) return false;
     }
@@ -164,7 +168,7 @@ std::vector<FusionGroup> fuse_graph(const Graph& graph, const FusionOptions& opt
   // storing its result as well would cost the same traffic as the unfused kernels.
   auto only_pointwise_readers = [&](const Node* anchor) {
     const Value* v = anchor->output();
-    if (graph_outputs.count(v) || users[v].empty()) return false;
+    if (returned_or_unread(v, users, graph_outputs)) return false;
     for (const Node* u : users[v])
       if (!is_elementwise(*u) || !same_shape(u->output()->type.shape, v->type.shape)) return false;
     return true;
@@ -185,25 +189,12 @@ std::vector<FusionGroup> fuse_graph(const Graph& graph, const FusionOptions& opt
     return options.template_epilogue(*open.anchor, epilogue);
   };
 
-  // The buffers the open group's kernel would bind with `extra` in it: the values it reads from
-  // outside, and its values read outside it or returned (an upper bound: a later member may
-  // still take a reader in).
+  // The buffers the open group's kernel would bind with `extra` in it (an upper bound: a later
+  // member may still take a reader in).
   auto buffers_with = [&](const Node* extra) {
-    std::set<const Value*> bound;
-    auto inside = [&](const Node* p) { return p && (p == extra || open.members.count(p)); };
-    for (const Node* m : open.members)
-      for (const Value* v : m->inputs)
-        if (!inside(v->producer)) bound.insert(v);
-    for (const Value* v : extra->inputs)
-      if (!inside(v->producer)) bound.insert(v);
-    for (const Node* m : open.members) {
-      const Value* v = m->output();
-      if (graph_outputs.count(v)) bound.insert(v);
-      for (const Node* u : users[v])
-        if (!inside(u)) bound.insert(v);
-    }
-    bound.insert(extra->output());  // read later or returned, else the group would end unread
-    return bound.size();
+    std::vector<const Node*> with(open.members.begin(), open.members.end());
+    with.push_back(extra);
+    return bound_buffers(with, users, graph_outputs);
   };
 
   auto try_join = [&](const Node* n) {
@@ -294,7 +285,7 @@ std::vector<FusionGroup> fuse_graph(const Graph& graph, const FusionOptions& opt
     std::set<const Node*> members(g.nodes.begin(), g.nodes.end());
     for (const Node* m : g.nodes)
       for (const Value* v : m->outputs) {
-        bool needed = graph_outputs.count(v) || users[v].empty();
+        bool needed = returned_or_unread(v, users, graph_outputs);
         for (const Node* u : users[v]) needed = needed || !members.count(u);
         if (needed) g.outputs.push_back(v);
       }
