@@ -22,6 +22,7 @@
 #include "backends/ref/host_memory.h"
 #include "backends/ref/parallel.h"
 #include "backends/ref/ref_kernel.h"
+#include "core/support/artifacts.h"
 #include "core/support/error.h"
 #include "core/support/log.h"
 
@@ -42,7 +43,8 @@ bool runs_as_host_op(OpKind kind) {
 std::string device_name() {
   const HostCompiler& compiler = HostCompiler::instance();
   if (!compiler.available())
-    return "cpu (" + compiler.why_not() + ": compiled programs run on the reference interpreter)";
+    return "cpu (" + compiler.why_not() +
+           ": compiled programs run on the reference interpreter, except a package's, which brings its kernels)";
   return "cpu (generated C++, " + compiler.description() + ")";
 }
 
@@ -76,8 +78,9 @@ class CpuBackend : public reference::HostBackend {
   }
 
   std::optional<kernel::CodegenTarget> codegen() const override {
+    // Code an exported package carries runs without a compiler (KernelBatcher::bind_provided).
     const HostCompiler& compiler = HostCompiler::instance();
-    if (compiler.available()) {
+    if (compiler.available() || provided_artifacts()) {
       kernel::CodegenTarget target{kernel::Dialect::Cpp};
       target.read_through_views = false;
       return target;

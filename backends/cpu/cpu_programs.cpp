@@ -6,12 +6,16 @@
 #include <algorithm>
 #include <chrono>
 #include <functional>
+#include <map>
+#include <optional>
 #include <utility>
 
 #include "backends/ref/host_memory.h"
 #include "backends/ref/parallel.h"
 #include "backends/ref/ref_kernel.h"
 #include "core/kernel/emit.h"
+#include "core/support/artifacts.h"
+#include "core/support/disk_cache.h"
 #include "core/support/error.h"
 
 namespace kiln::cpu {
@@ -83,11 +87,48 @@ double erf(double) noexcept KILN_SIMD; double sin(double) noexcept KILN_SIMD; do
 #endif
 )";
 
+// Binds each pending kernel that a provided artifact holds (an exported package's shared objects)
+// to its function there, and keeps the others pending. A package's code runs only on a CPU with
+// every feature it was compiled for.
+void KernelBatcher::bind_provided(const ArtifactSet& provided, ArtifactSet* record) {
+  std::map<const Artifact*, std::shared_ptr<SharedLibrary>> loaded;
+  std::vector<GeneratedProgram*> rest;
+  for (GeneratedProgram* program : pending_) {
+    std::optional<ArtifactSet::Found> found = provided.find(kArtifactKind, stable_hash_hex(program->source()));
+    if (!found) {
+      rest.push_back(program);
+      continue;
+    }
+    std::shared_ptr<SharedLibrary>& library = loaded[found->artifact];
+    if (!library) {
+      const std::string missing = HostCompiler::missing_cpu_features(found->artifact->target);
+      if (!missing.empty())
+        throw Error("cpu: kernels " + program->name() + " were compiled for a CPU with " + missing +
+                    ", which this one lacks; export the program on a machine like this one");
+      library = HostCompiler::load(found->artifact->bytes, program->name());
+      if (record) record->add(*found->artifact);
+    }
+    program->set_function(library,
+                          reinterpret_cast<KernelFn>(library->symbol("kiln_entry_" + std::to_string(found->index))));
+  }
+  pending_ = std::move(rest);
+  const HostCompiler& compiler = HostCompiler::instance();
+  if (!pending_.empty() && !compiler.available())
+    throw Error("cpu: kernel " + pending_.front()->name() + " (and " + std::to_string(pending_.size() - 1) +
+                " more) is not among the compiled kernels this program was loaded with, and " + compiler.why_not() +
+                "; export the program again with this build of kiln");
+}
+
 // Each kernel goes into a namespace of its own (its prelude and `kiln_kernel` are static), with an
 // extern "C" trampoline the loader finds by index. The units split the kernels evenly, one per
-// core, at least 8 kernels each: compile time is mostly per unit below that.
+// core, at least 8 kernels each: compile time is mostly per unit below that. Inside an
+// ArtifactScope, kernels a provided artifact holds are not compiled, and each unit built is
+// recorded (kind "cpu-so", target: the CPU features it may use, members: its kernels' sources).
 void KernelBatcher::flush() {
   std::lock_guard lock(mutex_);
+  ArtifactSet* record = recording_artifacts();
+  if (const ArtifactSet* provided = provided_artifacts(); provided && !pending_.empty())
+    bind_provided(*provided, record);
   if (pending_.empty()) return;
   const size_t per_unit = std::max<size_t>(8, (pending_.size() + size_t(reference::num_threads()) - 1) /
                                                   size_t(reference::num_threads()));
@@ -106,11 +147,18 @@ void KernelBatcher::flush() {
     units.push_back(std::move(text));
     names.push_back(members.back().front()->name() + (members.back().size() > 1 ? " (+" + std::to_string(members.back().size() - 1) + " more)" : ""));
   }
-  std::vector<std::shared_ptr<SharedLibrary>> libraries = HostCompiler::instance().build(units, names);
-  for (size_t u = 0; u < units.size(); ++u)
+  std::vector<std::vector<uint8_t>> bytes;
+  std::vector<std::shared_ptr<SharedLibrary>> libraries =
+      HostCompiler::instance().build(units, names, record ? &bytes : nullptr);
+  for (size_t u = 0; u < units.size(); ++u) {
     for (size_t i = 0; i < members[u].size(); ++i)
       members[u][i]->set_function(
           libraries[u], reinterpret_cast<KernelFn>(libraries[u]->symbol("kiln_entry_" + std::to_string(i))));
+    if (!record) continue;
+    Artifact artifact{kArtifactKind, HostCompiler::cpu_features(), {}, std::move(bytes[u])};
+    for (GeneratedProgram* program : members[u]) artifact.members.push_back(stable_hash_hex(program->source()));
+    record->add(std::move(artifact));
+  }
   pending_.clear();
 }
 

@@ -12,6 +12,7 @@
 #include "backends/backend.h"
 #include "backends/cpu/host_compiler.h"
 #include "backends/cpu/onednn_ops.h"
+#include "core/support/artifacts.h"
 
 namespace kiln::cpu {
 
@@ -41,11 +42,16 @@ class GeneratedProgram : public Program {
 // Kernels waiting for the compiler, built together as a few translation units (one per core).
 class KernelBatcher {
  public:
+  // The kind of artifact (core/support/artifacts.h) a unit's shared object is recorded as.
+  static constexpr const char* kArtifactKind = "cpu-so";
+
   void add(GeneratedProgram* program);
   void remove(GeneratedProgram* program);
   void flush();  // compiles every pending kernel; throws kiln::Error with the compiler's output
 
  private:
+  void bind_provided(const ArtifactSet& provided, ArtifactSet* record);
+
   std::mutex mutex_;
   std::vector<GeneratedProgram*> pending_;
 };

@@ -12,6 +12,7 @@
 #include <filesystem>
 #include <fstream>
 #include <iterator>
+#include <set>
 #include <sstream>
 #include <thread>
 
@@ -175,7 +176,37 @@ std::string HostCompiler::description() const {
 
 CompileCounts HostCompiler::counts() { return {g_compiled.load(), g_loaded.load()}; }
 
-std::shared_ptr<SharedLibrary> HostCompiler::build_one(const std::string& source, const std::string& name) const {
+std::shared_ptr<SharedLibrary> HostCompiler::load(const std::vector<uint8_t>& bytes, const std::string& name) {
+  return load_bytes(bytes, name);
+}
+
+const std::string& HostCompiler::cpu_features() {
+  static const std::string features = [] {
+    std::ifstream cpuinfo("/proc/cpuinfo");
+    for (std::string line; std::getline(cpuinfo, line);)
+      if (line.rfind("flags", 0) == 0 || line.rfind("Features", 0) == 0) {
+        std::istringstream words(line.substr(line.find(':') + 1));
+        std::string out;
+        for (std::string w; words >> w;) out += (out.empty() ? "" : " ") + w;
+        return out;
+      }
+    return std::string();
+  }();
+  return features;
+}
+
+std::string HostCompiler::missing_cpu_features(const std::string& needed) {
+  std::istringstream have_words(cpu_features()), needed_words(needed);
+  std::set<std::string> have;
+  for (std::string w; have_words >> w;) have.insert(w);
+  std::string missing;
+  for (std::string w; needed_words >> w;)
+    if (!have.count(w)) missing += (missing.empty() ? "" : " ") + w;
+  return missing;
+}
+
+std::shared_ptr<SharedLibrary> HostCompiler::build_one(const std::string& source, const std::string& name,
+                                                       std::vector<uint8_t>* bytes) const {
   if (!available_) throw Error("cpu: cannot compile kernels " + name + ": " + why_not_);
   std::string flag_text;
   for (const std::string& f : flags_) flag_text += f + " ";
@@ -185,6 +216,7 @@ std::shared_ptr<SharedLibrary> HostCompiler::build_one(const std::string& source
   const DiskCache cache = DiskCache::from_env();
   if (std::optional<std::vector<uint8_t>> hit = cache.load("cpu-so", key)) {
     ++g_loaded;
+    if (bytes) *bytes = *hit;
     return load_bytes(*hit, name);
   }
   ScratchDir dir;
@@ -201,22 +233,25 @@ std::shared_ptr<SharedLibrary> HostCompiler::build_one(const std::string& source
     throw Error("cpu: compiling kernels " + name + " with " + path_ + " failed (status " + std::to_string(status) +
                 "):\n" + output.substr(0, 4000));
   ++g_compiled;
-  std::vector<uint8_t> bytes = read_file(lib);
-  cache.store("cpu-so", key, bytes);
+  std::vector<uint8_t> built = read_file(lib);
+  cache.store("cpu-so", key, built);
+  if (bytes) *bytes = std::move(built);
   void* handle = dlopen(lib.c_str(), RTLD_NOW | RTLD_LOCAL);
   if (!handle) throw Error("cpu: cannot load the shared object of " + name + ": " + dlerror());
   return std::make_shared<SharedLibrary>(handle);
 }
 
 std::vector<std::shared_ptr<SharedLibrary>> HostCompiler::build(const std::vector<std::string>& sources,
-                                                                const std::vector<std::string>& names) const {
+                                                                const std::vector<std::string>& names,
+                                                                std::vector<std::vector<uint8_t>>* bytes) const {
   std::vector<std::shared_ptr<SharedLibrary>> libraries(sources.size());
+  if (bytes) bytes->assign(sources.size(), {});
   std::vector<std::string> errors(sources.size());
   std::vector<std::thread> workers;
   for (size_t i = 0; i < sources.size(); ++i) {
     auto job = [&, i] {
       try {
-        libraries[i] = build_one(sources[i], names[i]);
+        libraries[i] = build_one(sources[i], names[i], bytes ? &(*bytes)[i] : nullptr);
       } catch (const std::exception& e) {
         errors[i] = e.what();
       }

@@ -3,6 +3,7 @@
 // version), so a warm process loads the library and runs no compiler.
 #pragma once
 
+#include <cstdint>
 #include <memory>
 #include <string>
 #include <vector>
@@ -41,15 +42,26 @@ class HostCompiler {
 
   // Builds each translation unit into a shared object (in parallel, one compiler process per unit)
   // or loads it from the disk cache. `names` label the units in errors. Throws kiln::Error with the
-  // compiler's output when a unit fails to compile.
+  // compiler's output when a unit fails to compile. `bytes`, when given, receives each unit's
+  // shared object.
   std::vector<std::shared_ptr<SharedLibrary>> build(const std::vector<std::string>& sources,
-                                                    const std::vector<std::string>& names) const;
+                                                    const std::vector<std::string>& names,
+                                                    std::vector<std::vector<uint8_t>>* bytes = nullptr) const;
+  // Loads a shared object built before (an exported package's); `name` labels it in errors.
+  static std::shared_ptr<SharedLibrary> load(const std::vector<uint8_t>& bytes, const std::string& name);
+
+  // The CPU features -march=native may compile for here: the flags /proc/cpuinfo lists
+  // ("Features" on arm64), space-separated.
+  static const std::string& cpu_features();
+  // Those of `needed` (a cpu_features() text) this CPU lacks, space-separated; empty when none.
+  static std::string missing_cpu_features(const std::string& needed);
   // What build() has done in this process (tests: the disk cache serves a second process).
   static CompileCounts counts();
 
  private:
   HostCompiler();
-  std::shared_ptr<SharedLibrary> build_one(const std::string& source, const std::string& name) const;
+  std::shared_ptr<SharedLibrary> build_one(const std::string& source, const std::string& name,
+                                           std::vector<uint8_t>* bytes) const;
 
   bool available_ = false;
   std::string why_not_;

@@ -15,6 +15,7 @@
 #pragma once
 
 #include <map>
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -24,6 +25,7 @@
 #include "core/ir/graph.h"
 #include "core/passes/pass.h"
 #include "core/runtime/program.h"
+#include "core/support/artifacts.h"
 #include "core/support/error.h"
 
 namespace kiln::onnx {
@@ -72,6 +74,9 @@ struct ImportedModel {
   int64_t opset = 0;
   std::string producer;          // "pytorch 1.13", from the model's producer fields
   std::vector<ImportGuard> guards;
+  // Compiled code a package carries (core/onnx/package.h): CompiledModel binds it instead of
+  // compiling. Null for a model imported from ONNX.
+  std::shared_ptr<const ArtifactSet> artifacts;
 };
 
 // Throws kiln::Error when `inputs` (bound to `model_inputs` in order) break one of `guards`,

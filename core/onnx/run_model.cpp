@@ -136,6 +136,7 @@ CompiledModel::CompiledModel(const ImportedModel& model, Device device, const Pr
   compile_guards.node = "(compiling for " + device.name() + ")";
   CompiledGraph compiled = [&] {
     GuardSinkScope record(&compile_guards);
+    ArtifactScope code(recording_artifacts(), model.artifacts ? model.artifacts.get() : provided_artifacts());
     return compile_graph(graph_, device, {pipeline, options});
   }();
   std::set<std::string> seen;

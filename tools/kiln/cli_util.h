@@ -36,5 +36,6 @@ int cmd_test_onnx(const std::vector<std::string>& args);
 int cmd_run(const std::vector<std::string>& args);
 int cmd_bench(const std::vector<std::string>& args);
 int cmd_devices(const std::vector<std::string>& args);
+int cmd_export(const std::vector<std::string>& args);
 
 }  // namespace kiln::cli

@@ -1,4 +1,4 @@
-// kiln: the command line tool. Subcommands: test-onnx, run, bench, devices.
+// kiln: the command line tool. Subcommands: test-onnx, run, bench, export, devices.
 #include <cstdio>
 #include <cstring>
 #include <exception>
@@ -17,6 +17,7 @@ const char* kUsage =
     "  test-onnx   run ONNX backend-test cases (model.onnx + test_data_set_N) and compare\n"
     "  run         run an ONNX model eagerly and compiled on each device; compare them\n"
     "  bench       time an ONNX model eager vs compiled; compile time, kernels, memory\n"
+    "  export      compile an ONNX model into a package that runs without a compiler\n"
     "  devices     list the devices kiln can run on, best first, and why a backend has none\n"
     "\n"
     "`kiln <command> --help` describes each command.\n";
@@ -36,6 +37,7 @@ int main(int argc, char** argv) {
     if (command == "run") return kiln::cli::cmd_run(args);
     if (command == "bench") return kiln::cli::cmd_bench(args);
     if (command == "devices") return kiln::cli::cmd_devices(args);
+    if (command == "export") return kiln::cli::cmd_export(args);
   } catch (const std::exception& e) {
     std::fprintf(stderr, "kiln %s: %s\n", command.c_str(), e.what());
     return 1;

@@ -8,6 +8,7 @@
 #include <cmath>
 
 #include "core/frontend/factories.h"
+#include "core/onnx/package.h"
 #include "core/support/error.h"
 #include "tools/kiln/cli_util.h"
 
@@ -23,6 +24,16 @@ std::vector<Tensor> to_device(const std::vector<Literal>& inputs, Device device)
   std::vector<Tensor> out;
   for (const Literal& l : inputs) out.push_back(onnx::literal_to_tensor(l, device));
   return out;
+}
+
+onnx::ImportedModel read_logged_package(const std::string& path, const std::function<void(const std::string&)>& log) {
+  onnx::Package package = onnx::read_package(path);
+  size_t kernels = 0;
+  if (package.model.artifacts)
+    for (const Artifact& a : package.model.artifacts->all()) kernels += a.members.size();
+  log("package: written by " + package.kiln + " for " + package.device + ", " + std::to_string(kernels) +
+      " compiled kernels");
+  return std::move(package.model);
 }
 
 }  // namespace
@@ -156,17 +167,24 @@ std::string sizes_text(const std::vector<int64_t>& sizes) {
 LoadedModel load_model(const ModelOptions& options,
                        const std::function<void(const std::string&)>& log) {
   if (options.model_path.empty()) throw Error("give MODEL.onnx");
+  // A package (kiln export) holds the model as imported then, with its hints and compiled code.
+  const bool package = onnx::is_package(options.model_path);
+  if (package && !options.input_files.empty())
+    throw Error("--input does not apply to a package: its inputs were fixed when it was exported");
   onnx::ImportOptions import_options;
   std::map<std::string, std::string> files;
   for (const auto& [name, file] : options.input_files) {
     import_options.input_values[name] = onnx::read_tensor_file(file);
     files[name] = file;
   }
-  LoadedModel loaded{onnx::import_onnx(options.model_path, import_options), {}, {}, {}};
+  LoadedModel loaded{package ? read_logged_package(options.model_path, log)
+                             : onnx::import_onnx(options.model_path, import_options),
+                     {}, {}, {}};
   loaded.shapes = shape_choices(options, loaded.model.inputs);
   // Symbolic dims take the chosen sizes as hints: the import decides shapes as for those sizes.
   bool symbolic = false;
   for (const onnx::ModelIO& io : loaded.model.inputs) {
+    if (package) break;
     if (files.count(io.name) || is_static(io.type.shape)) continue;
     import_options.input_shapes[io.name] = chosen_sizes(io, loaded.shapes);
     symbolic = true;
