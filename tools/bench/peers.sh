@@ -46,10 +46,10 @@ fi
 pip_install() { "$venv/bin/pip" install -q "$@" || echo "peers: could not install $*" >&2; }
 pip_install numpy onnx onnxruntime
 [[ "$peers" == *iree* ]] && pip_install iree-base-compiler iree-base-runtime
-# torch.compile on CPU: the torch wheel without its CUDA libraries, plus its pure-Python needs.
+# torch.compile on CPU: PyPI's torch wheel with its dependencies. It links the CUDA libraries
+# (nvidia-* wheels, about 5 GB in all) even where no GPU is used, and does not import without them.
 if [[ "$peers" == *torch-compile* ]] && ! "$venv/bin/python" -c "import torch, torchvision" 2>/dev/null; then
-  pip_install --no-deps torch torchvision
-  pip_install sympy networkx jinja2 fsspec filelock typing-extensions setuptools pillow
+  pip_install torch torchvision
 fi
 
 bench="$root/tools/bench/peers/bench_peers.py"
