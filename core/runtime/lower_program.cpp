@@ -51,6 +51,25 @@ void find_in_place(ProgramKernel& pk, const std::vector<ProgramValue>& values, s
   }
 }
 
+// The intermediate a group of reshapes only reads, when its one result may alias it: a chain of
+// reshapes of an intermediate (not a graph input, constant or output: those live in buffers of
+// their own), whose last value is its only one read after it and is not returned.
+const Value* reshaped_intermediate(const FusionGroup& g, const std::map<const Value*, int>& number,
+                                   const std::vector<ProgramValue>& values,
+                                   const std::map<const Value*, int>& output_number) {
+  if (g.outputs.size() != 1 || g.outputs[0] != g.nodes.back()->output() || output_number.count(g.outputs[0]))
+    return nullptr;
+  for (size_t i = 0; i < g.nodes.size(); ++i)
+    if (g.nodes[i]->kind != OpKind::Reshape || (i > 0 && g.nodes[i]->inputs[0] != g.nodes[i - 1]->output()))
+      return nullptr;
+  const Value* source = g.nodes[0]->inputs[0];
+  auto it = number.find(source);
+  if (it == number.end() || values[size_t(it->second)].storage != ValueStorage::Arena ||
+      values[size_t(it->second)].graph_id < 0 || dtype_size(source->type.dtype) != dtype_size(g.outputs[0]->type.dtype))
+    return nullptr;
+  return source;
+}
+
 PlannedKernel describe_group(const FusionGroup& g, const kernel::LoweredGroup& lowered) {
   PlannedKernel info;
   for (const Node* n : g.nodes) {
@@ -95,6 +114,13 @@ LoweredProgram lower_schedule(const Graph& graph, const KernelSchedule& schedule
   for (const ScheduledKernel& k : schedule.kernels) {
     const FusionGroup& g = k.group;
     if (g.kind == FusionKind::Constant) continue;
+    if (const Value* source = reshaped_intermediate(g, number, program.values, output_number)) {
+      const Value* v = g.outputs[0];
+      add_value(v, ValueStorage::Arena, -1);
+      program.values.back().alias_of = number.at(source);
+      program.values.back().name += " (reshape of %" + std::to_string(source->id) + ")";
+      continue;
+    }
     kernel::LoweredGroup lowered;
     try {
       lowered = kernel::lower_group(g.nodes, g.outputs);

@@ -44,7 +44,16 @@ struct ProgramValue {
   int index = -1;  // graph input / constant / graph output number; Arena: set by the memory plan
   std::string name;
   int graph_id = -1;  // the graph value's id; -1 for kernel scratch
+  // A reshape of an intermediate: no kernel writes it; it is the bytes of value `alias_of` read
+  // with its own shape (an intermediate is row-major, so a reshape is the same bytes).
+  int alias_of = -1;
 };
+
+// The value whose bytes `value` is: itself, or the intermediate it reshapes.
+inline int storage_value(const std::vector<ProgramValue>& values, int value) {
+  while (values[size_t(value)].alias_of >= 0) value = values[size_t(value)].alias_of;
+  return value;
+}
 
 // One generated launch of a kernel.
 struct ProgramStep {
@@ -97,7 +106,8 @@ struct LoweredProgram {
 };
 
 // Lowering: every scheduled kernel to kernel IR (kernel/lower_group.h), its values numbered, and
-// in-place pairs found. Throws kiln::Error naming the op and its source line when a group has no
+// in-place pairs found. A kernel of reshapes only, of an intermediate that is not returned, is no
+// kernel: its value aliases the intermediate (ProgramValue::alias_of). Throws kiln::Error naming the op and its source line when a group has no
 // lowering.
 LoweredProgram lower_schedule(const Graph& graph, const KernelSchedule& schedule);
 // Kernel IR of every step, kernel by kernel (kernel/kernel_text.h).

@@ -241,6 +241,7 @@ void PlannedProgram::prepare(const std::map<std::string, int64_t>& bindings) {
 PlannedProgram::Binding PlannedProgram::resolve(int value, const std::vector<DeviceTensor>& inputs,
                                                 const std::vector<std::shared_ptr<Buffer>>& outputs) const {
   const ProgramValue& v = values_[size_t(value)];
+  if (v.alias_of >= 0) return resolve(v.alias_of, inputs, outputs);
   switch (v.storage) {
     case ValueStorage::Input:
       if (Buffer* direct = direct_buffer(size_t(v.index))) return {direct, 0};

@@ -27,11 +27,13 @@ ProgramMemory plan_program_memory(const std::vector<ProgramValue>& values,
       memory.values.push_back({v.name, bytes_of(v), int(k), int(k), -1});
       memory.graph_ids.push_back(v.graph_id);
     }
-    for (int r : pk.reads)
-      if (memory.plan_index[size_t(r)] >= 0) memory.values[size_t(memory.plan_index[size_t(r)])].last = int(k);
+    for (int r : pk.reads) {
+      const int planned = memory.plan_index[size_t(storage_value(values, r))];  // a reshape reads its source's bytes
+      if (planned >= 0) memory.values[size_t(planned)].last = int(k);
+    }
     if (pk.in_place_output >= 0)
       memory.values[size_t(memory.plan_index[size_t(pk.in_place_output)])].in_place_of =
-          memory.plan_index[size_t(pk.in_place_input)];
+          memory.plan_index[size_t(storage_value(values, pk.in_place_input))];
   }
   MemoryPlanOptions options;
   options.max_buffer_bytes = max_buffer_bytes;

@@ -1,6 +1,8 @@
 // The memory planner: hand-derived naive / lower-bound / planned bytes, no two values live at the
 // same time share bytes (every pair checked), in-place reuse, splitting at the device's buffer limit,
 // and plans of whole programs on the null backend.
+#include <cmath>
+
 #include "core/frontend/run_program.h"
 #include "core/runtime/memory_plan.h"
 #include "core/runtime/planned_program.h"
@@ -155,6 +157,51 @@ TEST(MemoryPlan, UnfusedPointwiseChainIsPlannedInPlace) {
   PlannedProgram fused(g, Device(BackendKind::Null, 0));
   EXPECT_EQ(fused.stats().kernels, 1);
   EXPECT_EQ(fused.stats().planned_bytes, 0);  // nothing between kernels
+}
+
+// A reshape of an intermediate is no kernel: its value is the intermediate's bytes with another
+// shape. Reading it keeps the intermediate alive, so the neg between may not run in place over it
+// (it would, were the reshape's readers not counted: exp(%2) would then read -exp(x)).
+TEST(MemoryPlan, ReshapeOfAnIntermediateIsItsBytesAndKeepsThemAlive) {
+  Graph g = parse_checked(R"(graph @main(%0: f32[64,64] "x") {
+  %1: f32[64,64] = exp(%0)
+  %2: f32[32,128] = reshape(%1) {shape=[32,128]}
+  %3: f32[64,64] = neg(%1)
+  %4: f32[32,128] = exp(%2)
+  %5: f32[64,64] = sin(%3)
+  return %5, %4
+})");
+  ProgramOptions options;
+  options.fuse = false;
+  for (const Device& device : {Device(BackendKind::Null, 0), Device::cpu()}) {
+    PlannedProgram program(g, device, options);
+    EXPECT_EQ(program.stats().kernels, 4) << device.name();  // exp, neg, exp, sin: no copy for the reshape
+    EXPECT_EQ(program.memory_plan().in_place, 0) << device.name();
+    expect_no_overlap(program.plan_values(), program.memory_plan());
+  }
+  Tensor x = randn({64, 64}, Device::cpu(), 7) * 0.5;
+  PlannedProgram program(g, Device::cpu(), options);
+  std::vector<Tensor> out = run_program(program, {x});
+  const std::vector<float> in = x.to_vector<float>(), neg = out.at(0).to_vector<float>(),
+                           twice = out.at(1).to_vector<float>();
+  ASSERT_EQ(out.at(1).sizes(), (std::vector<int64_t>{32, 128}));
+  for (size_t i = 0; i < in.size(); ++i) {
+    ASSERT_NEAR(neg[i], std::sin(-std::exp(in[i])), 1e-5f) << i;
+    ASSERT_NEAR(twice[i], std::exp(std::exp(in[i])), 1e-5f * std::exp(std::exp(in[i]))) << i;
+  }
+}
+
+// A reshape whose value is returned is still a copy: the caller owns a buffer of its own.
+TEST(MemoryPlan, ReturnedReshapeIsStillACopy) {
+  Graph g = parse_checked(R"(graph @main(%0: f32[64,64] "x") {
+  %1: f32[64,64] = exp(%0)
+  %2: f32[32,128] = reshape(%1) {shape=[32,128]}
+  return %2
+})");
+  ProgramOptions options;
+  options.fuse = false;
+  PlannedProgram program(g, Device(BackendKind::Null, 0), options);
+  EXPECT_EQ(program.stats().kernels, 2);
 }
 
 }  // namespace
