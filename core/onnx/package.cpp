@@ -152,8 +152,10 @@ void read_model_section(std::string_view text, const std::string& what, Imported
     if (f.size() != 2) throw Error(what + ": section 'model' has a line of " + std::to_string(f.size()) + " fields");
     if (f[0] == "opset") model.opset = std::stoll(f[1]);
     else if (f[0] == "producer") model.producer = f[1];
-    else if (f[0] == "input" && model.inputs.size() < ins.size()) model.inputs.push_back({f[1], ins[model.inputs.size()]->type});
-    else if (f[0] == "output" && model.outputs.size() < outs.size()) model.outputs.push_back({f[1], outs[model.outputs.size()]->type});
+    else if (f[0] == "input" && model.inputs.size() < ins.size())
+      model.inputs.push_back({f[1], ins[model.inputs.size()]->type});
+    else if (f[0] == "output" && model.outputs.size() < outs.size())
+      model.outputs.push_back({f[1], outs[model.outputs.size()]->type});
     else throw Error(what + ": section 'model' has an unexpected '" + f[0] + "' line");
   }
 }
@@ -172,7 +174,8 @@ void read_weights_section(std::string_view data, const std::string& what, Import
   for (uint32_t i = 0; i < count; ++i) {
     Literal literal;
     const std::string dtype = r.string();
-    if (!parse_dtype(dtype, &literal.dtype)) throw Error(what + ": weight " + std::to_string(i) + " has an unknown type '" + dtype + "'");
+    if (!parse_dtype(dtype, &literal.dtype))
+      throw Error(what + ": weight " + std::to_string(i) + " has an unknown type '" + dtype + "'");
     const uint32_t rank = r.u32();
     if (rank > 64) throw Error(what + ": weight " + std::to_string(i) + " has rank " + std::to_string(rank));
     for (uint32_t d = 0; d < rank; ++d) literal.shape.push_back(int64_t(r.u64()));
@@ -260,7 +263,8 @@ Package read_package(const std::string& path) {
   const std::string data = read_file(path);
   if (data.size() < sizeof kMagic || std::memcmp(data.data(), kMagic, sizeof kMagic) != 0)
     throw Error(what + ": not a kiln package (it does not start with KILNPKG)");
-  if (data.size() < sizeof kMagic + 4 + kChecksumBytes) throw Error(what + ": truncated (" + std::to_string(data.size()) + " bytes)");
+  if (data.size() < sizeof kMagic + 4 + kChecksumBytes)
+    throw Error(what + ": truncated (" + std::to_string(data.size()) + " bytes)");
   const std::string_view body(data.data(), data.size() - kChecksumBytes);
   uint64_t checksum;
   std::memcpy(&checksum, data.data() + body.size(), kChecksumBytes);
@@ -268,8 +272,8 @@ Package read_package(const std::string& path) {
   r.take(sizeof kMagic);
   const uint32_t format = r.u32();
   if (format != kPackageFormat)
-    throw Error(what + ": format " + std::to_string(format) + ", this kiln reads format " + std::to_string(kPackageFormat) +
-                "; export the model again");
+    throw Error(what + ": format " + std::to_string(format) + ", this kiln reads format " +
+                std::to_string(kPackageFormat) + "; export the model again");
   if (stable_hash(body) != checksum) throw Error(what + ": damaged or truncated (its checksum does not match)");
 
   Package package;
@@ -304,8 +308,8 @@ Package read_package(const std::string& path) {
                 std::to_string(expected) + " (" + std::to_string(model.inputs.size()) + " inputs, " +
                 std::to_string(model.captured.size()) + " weights)");
   if (model.outputs.size() != model.graph.outputs().size())
-    throw Error(what + ": the graph has " + std::to_string(model.graph.outputs().size()) + " outputs, the package names " +
-                std::to_string(model.outputs.size()));
+    throw Error(what + ": the graph has " + std::to_string(model.graph.outputs().size()) +
+                " outputs, the package names " + std::to_string(model.outputs.size()));
   for (size_t i = 0; i < model.captured.size(); ++i) {
     const TensorType& declared = model.graph.inputs()[model.inputs.size() + i]->type;
     if (model.captured[i].type().str() != declared.str())

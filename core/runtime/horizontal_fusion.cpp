@@ -217,8 +217,9 @@ int fuse_horizontal(LoweredProgram& program, const kernel::CodegenTarget& target
                                        [&](int v) { return movable_value(program.values[size_t(v)]); });
       const size_t earliest = movable || groups.empty() ? window : std::max(window, groups.size() - 1);
       for (size_t g = earliest; g < groups.size() && chosen < 0; ++g) {
-        const bool ready =
-            std::all_of(pk.reads.begin(), pk.reads.end(), [&](int v) { return made_in[size_t(storage_value(program.values, v))] < int(g); });
+        const bool ready = std::all_of(pk.reads.begin(), pk.reads.end(), [&](int v) {
+          return made_in[size_t(storage_value(program.values, v))] < int(g);  // a reshape: its source's writer
+        });
         if (groups[g].horizontal && ready && groups[g].horizontal->fits(pk, program)) chosen = int(g);
       }
       if (chosen < 0) {

@@ -107,8 +107,8 @@ struct LoweredProgram {
 
 // Lowering: every scheduled kernel to kernel IR (kernel/lower_group.h), its values numbered, and
 // in-place pairs found. A kernel of reshapes only, of an intermediate that is not returned, is no
-// kernel: its value aliases the intermediate (ProgramValue::alias_of). Throws kiln::Error naming the op and its source line when a group has no
-// lowering.
+// kernel: its value aliases the intermediate (ProgramValue::alias_of). Throws kiln::Error naming
+// the op and its source line when a group has no lowering.
 LoweredProgram lower_schedule(const Graph& graph, const KernelSchedule& schedule);
 // Kernel IR of every step, kernel by kernel (kernel/kernel_text.h).
 std::string print_lowered_program(const LoweredProgram& program);

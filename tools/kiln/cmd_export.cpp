@@ -55,10 +55,8 @@ int cmd_export(const std::vector<std::string>& args) {
   const std::vector<Device> devices = parse_backends(options.backend);
   if (devices.size() != 1) throw Error("kiln export: --backend names one device, got '" + options.backend + "'");
   LoadedModel loaded = load_model(options, [](const std::string& line) { std::printf("%s\n", line.c_str()); });
-  ProgramOptions program;
-  program.reduce_overhead = options.mode == CompileMode::ReduceOverhead;
-  program.max_autotune = options.mode == CompileMode::MaxAutotune;
-  const onnx::PackageSummary summary = onnx::export_package(loaded.model, devices[0], output, program);
+  const onnx::PackageSummary summary =
+      onnx::export_package(loaded.model, devices[0], output, program_options(options.mode));
   std::printf("wrote %s: %zu bytes for %s, %zu weights, %zu compiled kernels in %zu objects\n", output.c_str(),
               summary.bytes, devices[0].name().c_str(), summary.weights, summary.kernels, summary.artifacts);
   return 0;

@@ -54,6 +54,13 @@ const char* compile_mode_name(CompileMode mode) {
   return "?";
 }
 
+ProgramOptions program_options(CompileMode mode) {
+  ProgramOptions options;
+  options.reduce_overhead = mode == CompileMode::ReduceOverhead;
+  options.max_autotune = mode == CompileMode::MaxAutotune;
+  return options;
+}
+
 bool ModelOptions::parse(const std::vector<std::string>& args, size_t& i) {
   const std::string& a = args[i];
   auto value = [&]() -> std::string {
@@ -231,10 +238,7 @@ PreparedRun prepare(const onnx::ImportedModel& model, Device device, bool compil
   if (!compiled) {
     run.eager = std::make_unique<onnx::EagerModel>(model, device);
   } else {
-    ProgramOptions options;
-    options.reduce_overhead = mode == CompileMode::ReduceOverhead;
-    options.max_autotune = mode == CompileMode::MaxAutotune;
-    run.program = std::make_unique<onnx::CompiledModel>(model, device, options);
+    run.program = std::make_unique<onnx::CompiledModel>(model, device, program_options(mode));
   }
   device.backend().synchronize();
   run.prepare_ms = elapsed_ms(start);

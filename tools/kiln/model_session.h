@@ -18,6 +18,7 @@ namespace kiln::cli {
 enum class CompileMode { Default, ReduceOverhead, MaxAutotune };
 CompileMode parse_compile_mode(const std::string& text);  // "default", "reduce-overhead", ...
 const char* compile_mode_name(CompileMode mode);
+ProgramOptions program_options(CompileMode mode);  // reduce_overhead or max_autotune set by the mode
 
 // Options both commands take. parse() consumes the ones it knows at args[i] (advancing i past a
 // value) and returns false for anything else.
