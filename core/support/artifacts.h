@@ -23,9 +23,6 @@ struct Artifact {
 
 class ArtifactSet {
  public:
-  ArtifactSet() = default;
-  ArtifactSet(const ArtifactSet& other) : artifacts_(other.all()) {}
-
   // Adds `artifact` unless one of its kind already has the same members.
   void add(Artifact artifact);
   std::vector<Artifact> all() const;

@@ -10,6 +10,11 @@
 
 namespace kiln::cli {
 
+void throw_without_onnx() {
+  throw Error("kiln was built without ONNX support; install libprotobuf-dev, protobuf-compiler "
+              "and libonnx-dev, then reconfigure");
+}
+
 std::vector<Device> parse_backends(const std::string& text) {
   if (text != "all") return {Device::parse(text)};
   std::vector<Device> out = {Device::ref()};

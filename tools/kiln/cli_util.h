@@ -13,6 +13,9 @@ namespace kiln::cli {
 // (cpu first); a named device that is not available throws kiln::Error saying why.
 std::vector<Device> parse_backends(const std::string& text);
 
+// What a command that reads models says in a kiln built without ONNX support.
+[[noreturn]] void throw_without_onnx();
+
 // "4x3x224" split at 'x', or "1,8,32" at ',': the numbers, or an empty list when a part is empty
 // or not a plain non-negative integer (the caller says what it expected).
 std::vector<int64_t> parse_integers(const std::string& text, char separator);

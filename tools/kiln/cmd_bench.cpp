@@ -203,8 +203,7 @@ int cmd_bench(const std::vector<std::string>& args) {
     return 2;
   }
 #ifndef KILN_HAVE_ONNX
-  throw Error("kiln was built without ONNX support; install libprotobuf-dev, protobuf-compiler "
-              "and libonnx-dev, then reconfigure");
+  throw_without_onnx();
 #else
   auto [symbol, sizes] = sizes_text.empty() ? std::pair<std::string, std::vector<int64_t>>{}
                                              : parse_sizes(sizes_text);

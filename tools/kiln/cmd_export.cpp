@@ -49,8 +49,7 @@ int cmd_export(const std::vector<std::string>& args) {
     return 2;
   }
 #ifndef KILN_HAVE_ONNX
-  throw Error("kiln was built without ONNX support; install libprotobuf-dev, protobuf-compiler "
-              "and libonnx-dev, then reconfigure");
+  throw_without_onnx();
 #else
   const std::vector<Device> devices = parse_backends(options.backend);
   if (devices.size() != 1) throw Error("kiln export: --backend names one device, got '" + options.backend + "'");

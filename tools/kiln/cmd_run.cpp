@@ -169,8 +169,7 @@ int cmd_run(const std::vector<std::string>& args) {
     return 2;
   }
 #ifndef KILN_HAVE_ONNX
-  throw Error("kiln was built without ONNX support; install libprotobuf-dev, protobuf-compiler "
-              "and libonnx-dev, then reconfigure");
+  throw_without_onnx();
 #else
   LoadedModel loaded = load_model(options, [](const std::string& line) {
     std::printf("%s\n", line.c_str());

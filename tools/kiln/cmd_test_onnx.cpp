@@ -385,8 +385,7 @@ int cmd_test_onnx(const std::vector<std::string>& args) {
   }
 #ifndef KILN_HAVE_ONNX
   (void)quiet, (void)compile, (void)reps;
-  throw Error("kiln was built without ONNX support; install libprotobuf-dev, protobuf-compiler "
-              "and libonnx-dev, then reconfigure");
+  throw_without_onnx();
 #else
   const std::vector<Device> devices = parse_backends(backend);
   const std::vector<fs::path> cases = collect_cases(dirs);
