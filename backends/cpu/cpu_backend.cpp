@@ -3,7 +3,8 @@
 //    pooling), so no eager op ever waits on a compiler.
 //  - Compiled programs print their kernel IR as C++ (Dialect::Cpp), which the host compiler builds
 //    into shared objects (host_compiler.h), a few translation units per program, cached on disk.
-//  - Matmul, gemm, linear, conv and pooling run as host ops, eagerly and inside compiled programs:
+//  - Matmul, gemm, linear, conv, pooling and max pooling's gradient run as host ops, eagerly and
+//    inside compiled programs:
 //    oneDNN primitives made once per shape (onednn_ops.h), or the reference kernel where oneDNN
 //    does not take the op (conv_transpose, other dtypes, gemm's alpha): a blocked, threaded kernel
 //    still beats a generic kernel that walks each window with divisions.
@@ -33,7 +34,7 @@ namespace {
 bool runs_as_host_op(OpKind kind) {
   switch (kind) {
     case OpKind::MatMul: case OpKind::Gemm: case OpKind::Linear: case OpKind::Conv: case OpKind::ConvTranspose:
-    case OpKind::MaxPool: case OpKind::AvgPool:
+    case OpKind::MaxPool: case OpKind::AvgPool: case OpKind::MaxPoolGrad:
       return true;
     default:
       return false;

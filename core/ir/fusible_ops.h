@@ -39,11 +39,11 @@ inline bool is_plain_reduction(const Node& node) {
 }
 
 // An op whose kernel supplies the loop and can take pointwise consumers in its epilogue: a plain
-// reduction, a matmul-like op or a conv or pool.
+// reduction, a matmul-like op or a conv or pool. max_pool_grad lowers to two kernels: none.
 inline bool is_epilogue_anchor(const Node& node) {
   const OpFamily family = op_def(node.kind).family;
-  return is_plain_reduction(node) ||
-         ((family == OpFamily::Linalg || family == OpFamily::Conv) && node.outputs.size() == 1);
+  return is_plain_reduction(node) || ((family == OpFamily::Linalg || family == OpFamily::Conv) &&
+                                      node.outputs.size() == 1 && node.kind != OpKind::MaxPoolGrad);
 }
 
 }  // namespace kiln

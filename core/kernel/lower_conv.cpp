@@ -1,5 +1,5 @@
 // Lowering of conv, conv_transpose and the pools to Reduce kernels over the window of one output
-// element. Out-of-input taps are masked with a select over a clamped (always in-bounds) load. Conv
+// element, and of max_pool's gradient to an argmax over each window and a gather per input element. Out-of-input taps are masked with a select over a clamped (always in-bounds) load. Conv
 // and the window pools read and write channels-first or channels-last activations.
 #include <cmath>
 #include <limits>
@@ -58,7 +58,9 @@ std::vector<Axis> axes_of(KernelBuilder& b, const AttrMap& attrs, const Shape& x
   std::vector<Axis> axes(spatial);
   for (size_t i = 0; i < spatial; ++i) {
     axes[i].size = b.param_for(x[i]);
-    axes[i].kernel = b.param_for(kernel[i]);
+    // Window sizes are attributes, not tensor sizes: inline, they make the tap arithmetic's
+    // divisions by constants.
+    axes[i].kernel = kernel[i].is_static() ? iconst(kernel[i].value()) : b.param_for(kernel[i]);
     axes[i].stride = stride[i];
     axes[i].pad = pads[i];
     axes[i].pad_end = pads[spatial + i];
@@ -183,54 +185,136 @@ ExprRef lowest(DType t) {
   }
 }
 
+Shape pool_kernel(const AttrMap& attrs) {
+  Shape kernel;
+  for (int64_t k : attrs.get_ints("kernel")) kernel.push_back(SymInt(k));
+  return kernel;
+}
+
+// What tap r (the reduction index) of the output element's window reads of `x` (slot xs): the
+// value, in `acc`, where the tap lies inside the input, and where each window starts.
+struct WindowRead {
+  std::vector<Axis> axes;
+  std::vector<ExprRef> starts;
+  ExprRef inside, value;
+};
+
+WindowRead read_window(KernelBuilder& b, const AttrMap& attrs, const TensorType& x, int xs, DType acc) {
+  WindowRead w;
+  // avg_pool has no dilation attribute: axes_of then uses 1.
+  const Layout layout = layout_of(attrs, x);
+  w.axes = axes_of(b, attrs, layout.spatial_shape(x.shape), pool_kernel(attrs));
+  ExprRef unused;
+  std::vector<ExprRef> taps = split_taps(w.axes, unused);
+  std::vector<ExprRef> positions;
+  for (size_t i = 0; i < w.axes.size(); ++i) {
+    const Axis& a = w.axes[i];
+    ExprRef start = isub(imul(coord(layout.spatial(i)), iconst(a.stride)), iconst(a.pad));
+    w.starts.push_back(start);
+    ExprRef pos = iadd(start, imul(taps[i], iconst(a.dilation)));
+    w.inside = land(w.inside, in_range(pos, a.size));
+    positions.push_back(clamp_index(pos, a.size));
+  }
+  std::vector<ExprRef> xc = layout.coords(coord(0), coord(layout.channel()), positions);
+  w.value = cast(load(xs, x.dtype, strided_offset(b, xc, x.shape)), acc);
+  return w;
+}
+
 // max_pool and avg_pool: one Reduce over the kh*kw taps of each output element's window.
 LoweredKernel pool(OpKind kind, const AttrMap& attrs, const TensorType& x, const TensorType& out,
                    int origin) {
   KernelBuilder b(kernel_name(kind, out.dtype, out.rank()), KernelKind::Reduce, out.shape);
   int xs = b.add_buffer(x.dtype, false);
   int os = b.add_buffer(out.dtype, true);
-  Shape kernel;
-  for (int64_t k : attrs.get_ints("kernel")) kernel.push_back(SymInt(k));
-  // avg_pool has no dilation attribute: axes_of then uses 1.
-  const Layout layout = layout_of(attrs, x);
-  std::vector<Axis> axes = axes_of(b, attrs, layout.spatial_shape(x.shape), kernel);
-  ExprRef unused;
-  std::vector<ExprRef> taps = split_taps(axes, unused);
-  std::vector<ExprRef> positions;
-  ExprRef inside;
-  std::vector<ExprRef> starts;
-  for (size_t i = 0; i < axes.size(); ++i) {
-    const Axis& a = axes[i];
-    ExprRef start = isub(imul(coord(layout.spatial(i)), iconst(a.stride)), iconst(a.pad));
-    starts.push_back(start);
-    ExprRef pos = iadd(start, imul(taps[i], iconst(a.dilation)));
-    inside = land(inside, in_range(pos, a.size));
-    positions.push_back(clamp_index(pos, a.size));
-  }
-  std::vector<ExprRef> xc = layout.coords(coord(0), coord(layout.channel()), positions);
   DType acc = accumulate_in(out.dtype);
-  ExprRef xv = cast(load(xs, x.dtype, strided_offset(b, xc, x.shape)), acc);
+  const WindowRead w = read_window(b, attrs, x, xs, acc);
+  const SymInt taps = numel(pool_kernel(attrs));
   if (kind == OpKind::MaxPool) {
-    ExprRef body = select(inside, xv, lowest(acc));
-    return finish_reduce(b, OpKind::ReduceMax, acc, numel(kernel), body, os, out.dtype,
-                         accumulator(acc), origin);
+    ExprRef body = select(w.inside, w.value, lowest(acc));
+    return finish_reduce(b, OpKind::ReduceMax, acc, taps, body, os, out.dtype, accumulator(acc), origin);
   }
   // Divisor: the window clipped to the padded input (count_include_pad) or to the input itself;
   // with ceil_mode a window may hang past the end padding, and that part never counts.
   const bool include_pad = attrs.get_bool("count_include_pad");
   ExprRef count = iconst(1);
-  for (size_t i = 0; i < axes.size(); ++i) {
-    const Axis& a = axes[i];
-    ExprRef end = iadd(starts[i], a.kernel);
+  for (size_t i = 0; i < w.axes.size(); ++i) {
+    const Axis& a = w.axes[i];
+    ExprRef end = iadd(w.starts[i], a.kernel);
     ExprRef extent = include_pad
-                         ? isub(imin(end, iadd(a.size, iconst(a.pad_end))), starts[i])
-                         : isub(imin(end, a.size), imax(starts[i], iconst(0)));
+                         ? isub(imin(end, iadd(a.size, iconst(a.pad_end))), w.starts[i])
+                         : isub(imin(end, a.size), imax(w.starts[i], iconst(0)));
     count = imul(count, extent);
   }
   count = imax(count, iconst(1));
-  ExprRef body = select(inside, xv, constant(0, acc));
+  ExprRef body = select(w.inside, w.value, constant(0, acc));
   ExprRef result = fdiv(accumulator(acc), cast(count, acc), acc);
-  return finish_reduce(b, OpKind::Sum, acc, numel(kernel), body, os, out.dtype, result, origin);
+  return finish_reduce(b, OpKind::Sum, acc, taps, body, os, out.dtype, result, origin);
+}
+
+// max_pool's gradient in two kernels. The first finds, per output element, the tap holding its
+// window's maximum: an argmax over the taps as max_pool scans them (the first maximum wins, padding
+// counts as -inf, a NaN wins). The second sums, per input element, the output gradient of each
+// window whose winning tap reads it. Along a spatial dim, input position i lies at offset
+// t = i + pad - o * stride of window o; the windows holding it are the last ceil(extent / stride)
+// that start at or before i + pad, and it is a tap where t is a multiple of the dilation.
+LoweredOp max_pool_grad(const AttrMap& attrs, const TensorType& x, const TensorType& g, const TensorType& dx,
+                        int origin) {
+  const DType acc = accumulate_in(dx.dtype);
+  const std::vector<int64_t> kernel = attrs.get_ints("kernel");
+  LoweredOp lowered;
+  lowered.temps.push_back({DType::I32, g.shape});  // the winning tap of each window
+  {
+    KernelBuilder b(kernel_name(OpKind::MaxPoolGrad, x.dtype, x.rank()) + "_argmax", KernelKind::Reduce, g.shape);
+    int xs = b.add_buffer(x.dtype, false);
+    int ws = b.add_buffer(DType::I32, true);
+    const WindowRead w = read_window(b, attrs, x, xs, acc);
+    ExprRef body = select(w.inside, w.value, lowest(acc));
+    lowered.steps.push_back({finish_reduce(b, OpKind::ArgMax, DType::I32, numel(pool_kernel(attrs)), body, ws,
+                                           DType::I32, accumulator(DType::I32), origin),
+                             {0, 3}});
+  }
+  KernelBuilder b(kernel_name(OpKind::MaxPoolGrad, dx.dtype, dx.rank()), KernelKind::Reduce, dx.shape);
+  int gs = b.add_buffer(g.dtype, false);
+  int ws = b.add_buffer(DType::I32, false);
+  int os = b.add_buffer(dx.dtype, true);
+  const std::vector<Axis> axes = axes_of(b, attrs, Shape(x.shape.begin() + 2, x.shape.end()), pool_kernel(attrs));
+  std::vector<int64_t> windows_per_dim;  // of one input position
+  int64_t candidates = 1;
+  for (size_t i = 0; i < axes.size(); ++i) {
+    const int64_t extent = axes[i].dilation * (kernel[i] - 1) + 1;
+    windows_per_dim.push_back((extent + axes[i].stride - 1) / axes[i].stride);
+    candidates *= windows_per_dim.back();
+  }
+  // The reduction index picks one candidate window per dim, row-major, windows in increasing order
+  // (the order the reference adds them in).
+  std::vector<ExprRef> pick(axes.size());
+  ExprRef rest = reduction_index();
+  for (size_t i = axes.size(); i-- > 0;) {
+    pick[i] = imod(rest, iconst(windows_per_dim[i]));
+    rest = idiv(rest, iconst(windows_per_dim[i]));
+  }
+  std::vector<ExprRef> window = {coord(0), coord(1)};
+  ExprRef hit, tap = iconst(0);
+  for (size_t i = 0; i < axes.size(); ++i) {
+    const Axis& a = axes[i];
+    ExprRef windows = b.param_for(g.shape[2 + i]);
+    ExprRef reach = iadd(coord(int(2 + i)), iconst(a.pad));  // >= 0
+    ExprRef o = iadd(isub(idiv(reach, iconst(a.stride)), iconst(windows_per_dim[i] - 1)), pick[i]);
+    ExprRef offset = isub(reach, imul(o, iconst(a.stride)));
+    ExprRef ok = land(land(ige(o, iconst(0)), ilt(o, windows)),
+                      ilt(offset, iconst(a.dilation * (kernel[i] - 1) + 1)));
+    if (a.dilation != 1) ok = land(ok, ieq(imod(offset, iconst(a.dilation)), iconst(0)));
+    hit = land(hit, ok);
+    tap = iadd(imul(tap, iconst(kernel[i])), idiv(offset, iconst(a.dilation)));
+    window.push_back(imax(imin(o, isub(windows, iconst(1))), iconst(0)));
+  }
+  ExprRef at = strided_offset(b, window, g.shape);
+  ExprRef won = land(hit, ieq(load(ws, DType::I32, at), tap));
+  ExprRef body = select(won, cast(load(gs, g.dtype, at), acc), constant(0, acc));
+  lowered.steps.push_back(
+      {finish_reduce(b, OpKind::Sum, acc, SymInt(candidates), body, os, dx.dtype, accumulator(acc), origin),
+       {1, 3, 2}});
+  return lowered;
 }
 
 // Mean over every spatial element of each (n, c) plane; the output's linear index is the plane.
@@ -268,6 +352,8 @@ LoweredOp lower_conv(OpKind kind, const AttrMap& attrs, const std::vector<Tensor
     case OpKind::GlobalAvgPool:
       lowered.steps.push_back({global_avg_pool(inputs.at(0), out, origin), binding});
       return lowered;
+    case OpKind::MaxPoolGrad:
+      return max_pool_grad(attrs, inputs.at(0), inputs.at(1), out, origin);
     default:
       throw Error("op '" + std::string(op_name(kind)) + "' is not a conv op");
   }

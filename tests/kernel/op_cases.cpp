@@ -226,6 +226,8 @@ std::vector<Case> build_table() {
     t.push_back({"avg_pool2d_" + dt(d), O::AvgPool, {{"kernel", I{3, 3}}, {"padding", I{1, 1, 1, 1}}},
                  {{d, {2, 2, 4, 4}}}});
     t.push_back({"global_avg_pool_" + dt(d), O::GlobalAvgPool, {}, {{d, {2, 3, 4, 5}}}});
+    t.push_back({"max_pool_grad2d_" + dt(d), O::MaxPoolGrad, {{"kernel", I{3, 3}}, {"stride", I{2, 2}}},
+                 {{d, {1, 2, 5, 5}}, {d, {1, 2, 2, 2}}}});
     t.push_back({"conv_transpose2d_" + dt(d), O::ConvTranspose, {}, {{d, {1, 2, 3, 3}}, {d, {2, 3, 2, 2}}}});
   }
   t.push_back({"conv2d_stride_pad_dil", O::Conv,
@@ -244,6 +246,15 @@ std::vector<Case> build_table() {
                {{"kernel", I{3, 3}}, {"stride", I{2, 2}}, {"padding", I{1, 1, 1, 1}}, {"ceil_mode", true}},
                {{DType::F32, {1, 2, 6, 5}}}});
   t.push_back({"max_pool1d_i32", O::MaxPool, {{"kernel", I{2}}}, {{DType::I32, {2, 3, 7}}}});
+  // Windows overlap and hang over padding; ties and a NaN decide which tap wins.
+  t.push_back({"max_pool_grad2d_pad_ceil_ties", O::MaxPoolGrad,
+               {{"kernel", I{3, 3}}, {"stride", I{2, 2}}, {"padding", I{1, 1, 1, 1}}, {"ceil_mode", true}},
+               {{DType::F32, {1, 2, 6, 5}, Gen::WithNaN}, {DType::F32, {1, 2, 4, 3}}}});
+  t.push_back({"max_pool_grad2d_dilated", O::MaxPoolGrad,
+               {{"kernel", I{2, 2}}, {"stride", I{1, 2}}, {"dilation", I{2, 2}}},
+               {{DType::F32, {2, 1, 7, 7}}, {DType::F32, {2, 1, 5, 3}}}});
+  t.push_back({"max_pool_grad1d", O::MaxPoolGrad, {{"kernel", I{3}}, {"stride", I{2}}, {"padding", I{1, 1}}},
+               {{DType::F64, {2, 3, 9}}, {DType::F64, {2, 3, 5}}}});
   t.push_back({"avg_pool2d_include_pad", O::AvgPool,
                {{"kernel", I{2, 3}}, {"padding", I{1, 1, 1, 1}}, {"count_include_pad", true}},
                {{DType::F32, {1, 2, 5, 5}}}});

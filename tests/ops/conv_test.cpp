@@ -464,6 +464,24 @@ TEST(Pool, ErrorsNameOpAndShapes) {
       {"op 'max_pool'", "kernel"});
 }
 
+// max_pool's gradient, values by hand: each window's gradient lands on the first tap holding its
+// maximum; overlapping windows that share a winner add up.
+TEST(Pool, MaxPoolGradSendsEachWindowsGradientToItsFirstMaximum) {
+  const AttrMap k3s2{{"kernel", std::vector<int64_t>{3}}, {"stride", std::vector<int64_t>{2}}};
+  Tensor x = from_vector<float>({1, 5, 2, 8, 3, 1, 9}, {1, 1, 7});
+  Tensor g = from_vector<float>({10, 20, 30}, {1, 1, 3});
+  EXPECT_TRUE(all_close(values(run_op1(OpKind::MaxPoolGrad, {x, g}, k3s2, Loc::current())), {0, 10, 0, 20, 0, 0, 30}));
+  Tensor ties = from_vector<float>({4, 4, 1, 4, 2}, {1, 1, 5});
+  Tensor g2 = from_vector<float>({1, 2}, {1, 1, 2});
+  EXPECT_TRUE(all_close(values(run_op1(OpKind::MaxPoolGrad, {ties, g2}, k3s2, Loc::current())), {1, 0, 0, 2, 0}));
+  const AttrMap k3s1{{"kernel", std::vector<int64_t>{3}}, {"stride", std::vector<int64_t>{1}}};
+  Tensor shared = from_vector<float>({1, 9, 2, 0, 3}, {1, 1, 5});
+  Tensor g3 = from_vector<float>({1, 2, 3}, {1, 1, 3});
+  EXPECT_TRUE(all_close(values(run_op1(OpKind::MaxPoolGrad, {shared, g3}, k3s1, Loc::current())), {0, 3, 0, 0, 3}));
+  expect_error([&] { run_op1(OpKind::MaxPoolGrad, {x, g2}, k3s2, Loc::current()); },
+               {"op 'max_pool_grad'", "f32[1,1,7]", "f32[1,1,2]", "pooled shape f32[1,1,3]"});
+}
+
 TEST(GlobalAvgPool, MeansEverySpatialPlane) {
   std::vector<float> x = uniform_values(2 * 3 * 4 * 5, 50);
   Tensor out = global_avg_pool(from_vector(x, {2, 3, 4, 5}));

@@ -1,6 +1,6 @@
 // Reference kernels for the conv ops: conv (im2col + a GEMM: the AVX2 tile of conv_gemm.h where the
 // CPU has it, else the blocked GEMM; depthwise as a direct loop), conv_transpose (GEMM + col2im),
-// max/avg pooling and global average pooling. 1-d inputs run as 2-d with height 1; f16/bf16
+// max/avg pooling, global average pooling and max pooling's gradient. 1-d inputs run as 2-d with height 1; f16/bf16
 // convolutions compute in float copies; channels-last conv and pooling run on channels-first copies.
 #include <algorithm>
 #include <cmath>
@@ -36,15 +36,13 @@ std::vector<int64_t> spatial_attr(const AttrMap& attrs, const std::string& name,
   return v;
 }
 
-// Fills the window attributes shared by every op of the family; kernel sizes come from the
-// weight (conv) or the "kernel" attribute (pools).
-Geometry geometry(const KernelContext& ctx, const std::vector<int64_t>& kernel) {
-  const HostTensor& x = ctx.inputs[0];
-  const HostTensor& y = ctx.outputs[0];
+// Fills the window attributes shared by every op of the family from the window's input `x` and
+// output `y`; kernel sizes come from the weight (conv) or the "kernel" attribute (pools).
+Geometry geometry(const AttrMap& attrs, const HostTensor& x, const HostTensor& y, const std::vector<int64_t>& kernel) {
   const size_t spatial = x.dims.size() - 2;
-  const auto stride = spatial_attr(ctx.attrs, "stride", spatial, 1, 1);
-  const auto pads = spatial_attr(ctx.attrs, "padding", spatial, 2, 0);
-  const auto dilation = spatial_attr(ctx.attrs, "dilation", spatial, 1, 1);
+  const auto stride = spatial_attr(attrs, "stride", spatial, 1, 1);
+  const auto pads = spatial_attr(attrs, "padding", spatial, 2, 0);
+  const auto dilation = spatial_attr(attrs, "dilation", spatial, 1, 1);
   Geometry g;
   g.n = x.dims[0];
   g.c = x.dims[1];
@@ -65,8 +63,12 @@ Geometry geometry(const KernelContext& ctx, const std::vector<int64_t>& kernel) 
     g.ph_end = pads[2];
     g.dh = dilation[0];
   }
-  if (ctx.attrs.has("groups")) g.groups = ctx.attrs.get_int("groups");
+  if (attrs.has("groups")) g.groups = attrs.get_int("groups");
   return g;
+}
+
+Geometry geometry(const KernelContext& ctx, const std::vector<int64_t>& kernel) {
+  return geometry(ctx.attrs, ctx.inputs[0], ctx.outputs[0], kernel);
 }
 
 std::vector<int64_t> weight_kernel(const HostTensor& weight) {
@@ -329,6 +331,51 @@ void max_pool_kernel(const KernelContext& ctx) {
   });
 }
 
+// max_pool's gradient: each window's output gradient goes to the first tap (row-major) holding
+// the window's maximum, padding counting as -inf and the first NaN winning, as the lowering's
+// argmax picks it. Planes run in parallel; each sums its windows' shares in the compute type.
+void max_pool_grad_kernel(const KernelContext& ctx) {
+  const Geometry g = geometry(ctx.attrs, ctx.inputs[0], ctx.inputs[1], ctx.attrs.get_ints("kernel"));
+  visit_dtype(ctx.inputs[0].dtype, [&]<class T>() {
+    using C = compute_t<T>;
+    if constexpr (!std::is_floating_point_v<C>) {
+      throw Error("max_pool_grad: needs floating-point operands");  // the shape rule says so first
+    } else {
+      const T* x = ctx.inputs[0].as<const T>();
+      const T* dy = ctx.inputs[1].as<const T>();
+      T* dx = ctx.outputs[0].as<T>();
+      const int64_t plane_size = g.h * g.w;
+      parallel_for(g.n * g.c, 1, [&](int64_t begin, int64_t end) {
+        std::vector<C> sums(static_cast<size_t>(plane_size));
+        for (int64_t plane = begin; plane < end; ++plane) {
+          std::fill(sums.begin(), sums.end(), C(0));
+          const T* in = x + plane * plane_size;
+          const T* grad = dy + plane * g.oh * g.ow;
+          for (int64_t oh = 0; oh < g.oh; ++oh)
+            for (int64_t ow = 0; ow < g.ow; ++ow) {
+              C best = -std::numeric_limits<C>::infinity();
+              int64_t at = -1;  // the winning tap's offset in the plane; -1 for a padded one
+              for (int64_t i = 0; i < g.kh; ++i) {
+                const int64_t ih = oh * g.sh - g.ph + i * g.dh;
+                for (int64_t j = 0; j < g.kw; ++j) {
+                  const int64_t iw = ow * g.sw - g.pw + j * g.dw;
+                  const bool inside = ih >= 0 && ih < g.h && iw >= 0 && iw < g.w;
+                  const C v = inside ? C(in[ih * g.w + iw]) : -std::numeric_limits<C>::infinity();
+                  if ((i == 0 && j == 0) || (!std::isnan(best) && (v > best || std::isnan(v)))) {
+                    best = v;
+                    at = inside ? ih * g.w + iw : -1;
+                  }
+                }
+              }
+              if (at >= 0) sums[size_t(at)] += C(grad[oh * g.ow + ow]);
+            }
+          for (int64_t i = 0; i < plane_size; ++i) dx[plane * plane_size + i] = T(sums[size_t(i)]);
+        }
+      });
+    }
+  });
+}
+
 void avg_pool_kernel(const KernelContext& ctx) {
   const Geometry g = geometry(ctx, ctx.attrs.get_ints("kernel"));
   const bool include_pad = ctx.attrs.get_bool("count_include_pad");
@@ -419,6 +466,7 @@ void register_conv(KernelTable& t) {
   t.set(OpKind::MaxPool, any_layout<max_pool_kernel>);
   t.set(OpKind::AvgPool, any_layout<avg_pool_kernel>);
   t.set(OpKind::GlobalAvgPool, global_avg_pool_kernel);
+  t.set(OpKind::MaxPoolGrad, max_pool_grad_kernel);
 }
 
 }  // namespace kiln::reference

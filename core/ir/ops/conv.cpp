@@ -1,4 +1,5 @@
-// Shape and dtype rules of the conv ops: conv, conv_transpose, max_pool, avg_pool, global_avg_pool.
+// Shape and dtype rules of the conv ops: conv, conv_transpose, max_pool, avg_pool, global_avg_pool,
+// and max_pool_grad (max_pool's gradient, which the backward of a training step runs).
 // Layout is channels-first ([N, C, *spatial]) with 1 or 2 spatial dims; conv and the two window
 // pools also take channels-last activations ([N, *spatial, C], attribute channels_last), which the
 // channels-last pass chooses for backends whose kernels run faster so. Per-spatial attributes
@@ -143,7 +144,7 @@ std::vector<TensorType> conv_transpose_rule(const InferContext& ctx) {
 
 std::vector<TensorType> pool_rule(const InferContext& ctx) {
   const TensorType x = activation(ctx);
-  const bool is_max = ctx.kind() == OpKind::MaxPool;
+  const bool is_max = ctx.kind() == OpKind::MaxPool || ctx.kind() == OpKind::MaxPoolGrad;
   if (x.dtype == DType::Bool || (!is_max && !is_floating(x.dtype)))
     ctx.fail("needs a " + std::string(is_max ? "numeric" : "floating-point") + " input, got " +
              std::string(dtype_name(x.dtype)));
@@ -174,6 +175,18 @@ std::vector<TensorType> pool_rule(const InferContext& ctx) {
     out.push_back(size);
   }
   return in_layout(ctx, {x.dtype, out});
+}
+
+// max_pool_grad(x, g): g has max_pool(x)'s type; the result, x's gradient, has x's.
+std::vector<TensorType> max_pool_grad_rule(const InferContext& ctx) {
+  require_float(ctx);
+  if (is_channels_last(ctx.attrs())) ctx.fail("takes channels-first activations only");
+  const TensorType pooled = pool_rule(ctx).at(0);
+  const TensorType& g = ctx.input(1);
+  if (g.shape != pooled.shape)
+    ctx.fail("output gradient " + g.str() + " must have the pooled shape " + pooled.str() + " of input " +
+             ctx.input(0).str());
+  return {ctx.input(0)};
 }
 
 std::vector<TensorType> global_avg_pool_rule(const InferContext& ctx) {
@@ -219,6 +232,9 @@ void define_conv(std::vector<OpDef>& t) {
                  {kernel, stride, padding, ceil_mode, {"count_include_pad", AttrType::Bool, false}, channels_last},
                  1, 1, pool_rule));
   t.push_back(op(OpKind::GlobalAvgPool, {}, 1, 1, global_avg_pool_rule));
+  // Inputs: x, the gradient of max_pool(x); the attributes are the max_pool's.
+  t.push_back(op(OpKind::MaxPoolGrad, {kernel, stride, padding, dilation, ceil_mode, channels_last}, 2, 2,
+                 max_pool_grad_rule));
 }
 
 }  // namespace kiln::ops

@@ -5,8 +5,9 @@
 //   a correlation of the input with the output's gradient (a conv in which stride and dilation
 //   swap roles), every group and part of the batch as one grouped conv, for a grouped one;
 // - conv_transpose: the same adjoint pair the other way round;
-// - pooling: each kernel tap reads a strided slice of the padded input, so a tap's share of the
-//   gradient goes back by the inverse placement: zeros interleaved by the stride, then padding.
+// - max pooling: one max_pool_grad op, whose kernels find each window's winning tap once;
+// - average pooling: each kernel tap reads a strided slice of the padded input, so a tap's share of
+//   the gradient goes back by the inverse placement: zeros interleaved by the stride, then padding.
 #include <cmath>
 #include <limits>
 
@@ -348,11 +349,12 @@ struct Taps {
   std::vector<int64_t> pads;             // of the pad op over all dims
 };
 
-Taps taps_of(G& b) {
+// `pooled`: the pool's output (or a value of its shape).
+Taps taps_of(G& b, const Value* pooled) {
   Taps t;
   t.w = window(b, b.attrs().get_ints("kernel"));
   t.in = spatial_of(b, b.input(0), "input");
-  t.out = spatial_of(b, b.output(), "output");
+  t.out = spatial_of(b, pooled, "output");
   const size_t rank = b.input(0)->type.rank();
   t.pads.assign(2 * rank, 0);
   for (size_t i = 0; i < t.w.spatial; ++i) {
@@ -416,29 +418,41 @@ Value* gather_taps(G& b, const Taps& t, const std::vector<Value*>& shares) {
 }
 
 // The first tap (in scan order) that holds the window's maximum takes the whole gradient, as the
-// forward keeps the first maximum it meets.
+// forward keeps the first maximum it meets: one max_pool_grad op, whose kernels find each window's
+// winning tap once.
 std::vector<Value*> max_pool_grad(G& b) {
-  const Taps t = taps_of(b);
+  return {b.op(K::MaxPoolGrad, {b.input(0), b.grad()}, b.attrs())};
+}
+
+// max_pool_grad is linear in the output gradient g: each window's g lands on its winning tap. Its
+// adjoint reads the incoming gradient u at each window's winning tap: per tap, where that tap is
+// the window's first maximum (x's taps compared with max_pool(x)), the tap's strided slice of u.
+// x's gradient is zero: the winning taps change only where x ties.
+std::vector<Value*> max_pool_grad_grad(G& b) {
+  if (!b.wanted(1)) return {nullptr, nullptr};
+  const Taps t = taps_of(b, b.input(1));
   Value* x = b.input(0);
-  Value* y = b.output();
-  Value* g = b.grad();
-  Value* padded = b.pad(x, t.pads, -std::numeric_limits<double>::infinity());
-  Value* zero = b.scalar(0, g->type.dtype);
+  Value* y = b.op(K::MaxPool, {x}, b.attrs());
+  Value* u = b.grad();
+  Value* padded_x = b.pad(x, t.pads, -std::numeric_limits<double>::infinity());
+  Value* padded_u = b.pad(u, t.pads);
+  Value* zero = b.scalar(0, u->type.dtype);
   Value* taken = nullptr;
-  std::vector<Value*> shares;
+  Value* total = nullptr;
   for (const std::vector<int64_t>& offset : tap_offsets(t.w)) {
-    Value* hit = b.op(K::Eq, {tap(b, padded, t, offset), y});
+    Value* hit = b.op(K::Eq, {tap(b, padded_x, t, offset), y});
     Value* first = taken ? b.op(K::LogicalAnd, {hit, b.op(K::LogicalNot, {taken})}) : hit;
     taken = taken ? b.op(K::LogicalOr, {taken, hit}) : hit;
-    shares.push_back(b.op(K::Where, {first, g, zero}));
+    Value* share = b.op(K::Where, {first, tap(b, padded_u, t, offset), zero});
+    total = total ? b.op(K::Add, {total, share}) : share;
   }
-  return {gather_taps(b, t, shares)};
+  return {nullptr, total};
 }
 
 // Every tap gets g / count, count being the forward's divisor at that output position: windows
 // clipped to the padded input (what count_include_pad counts), then to the input itself.
 std::vector<Value*> avg_pool_grad(G& b) {
-  const Taps t = taps_of(b);
+  const Taps t = taps_of(b, b.output());
   const bool include_pad = b.attrs().get_bool("count_include_pad");
   std::vector<std::vector<double>> counts(t.w.spatial);
   for (size_t i = 0; i < t.w.spatial; ++i)
@@ -489,6 +503,7 @@ void define_conv_grads(std::vector<OpDef>& t) {
   set_rule(t, K::MaxPool, channels_first_only<max_pool_grad>);
   set_rule(t, K::AvgPool, channels_first_only<avg_pool_grad>);
   set_rule(t, K::GlobalAvgPool, global_avg_pool_grad);
+  set_rule(t, K::MaxPoolGrad, max_pool_grad_grad);
 }
 
 }  // namespace kiln::ops
