@@ -1,5 +1,6 @@
 // Lowering of conv, conv_transpose and the pools to Reduce kernels over the window of one output
-// element, and of max_pool's gradient to an argmax over each window and a gather per input element. Out-of-input taps are masked with a select over a clamped (always in-bounds) load. Conv
+// element, and of max_pool's gradient to an argmax over each window and a gather per input
+// element. Out-of-input taps are masked with a select over a clamped (always in-bounds) load. Conv
 // and the window pools read and write channels-first or channels-last activations.
 #include <cmath>
 #include <limits>
@@ -278,11 +279,11 @@ LoweredOp max_pool_grad(const AttrMap& attrs, const TensorType& x, const TensorT
   int ws = b.add_buffer(DType::I32, false);
   int os = b.add_buffer(dx.dtype, true);
   const std::vector<Axis> axes = axes_of(b, attrs, Shape(x.shape.begin() + 2, x.shape.end()), pool_kernel(attrs));
-  std::vector<int64_t> windows_per_dim;  // of one input position
+  std::vector<int64_t> extents, windows_per_dim;  // a window's extent; the windows one input position lies in
   int64_t candidates = 1;
   for (size_t i = 0; i < axes.size(); ++i) {
-    const int64_t extent = axes[i].dilation * (kernel[i] - 1) + 1;
-    windows_per_dim.push_back((extent + axes[i].stride - 1) / axes[i].stride);
+    extents.push_back(axes[i].dilation * (kernel[i] - 1) + 1);
+    windows_per_dim.push_back((extents[i] + axes[i].stride - 1) / axes[i].stride);
     candidates *= windows_per_dim.back();
   }
   // The reduction index picks one candidate window per dim, row-major, windows in increasing order
@@ -302,7 +303,7 @@ LoweredOp max_pool_grad(const AttrMap& attrs, const TensorType& x, const TensorT
     ExprRef o = iadd(isub(idiv(reach, iconst(a.stride)), iconst(windows_per_dim[i] - 1)), pick[i]);
     ExprRef offset = isub(reach, imul(o, iconst(a.stride)));
     ExprRef ok = land(land(ige(o, iconst(0)), ilt(o, windows)),
-                      ilt(offset, iconst(a.dilation * (kernel[i] - 1) + 1)));
+                      ilt(offset, iconst(extents[i])));
     if (a.dilation != 1) ok = land(ok, ieq(imod(offset, iconst(a.dilation)), iconst(0)));
     hit = land(hit, ok);
     tap = iadd(imul(tap, iconst(kernel[i])), idiv(offset, iconst(a.dilation)));

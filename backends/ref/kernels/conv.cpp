@@ -1,7 +1,8 @@
 // Reference kernels for the conv ops: conv (im2col + a GEMM: the AVX2 tile of conv_gemm.h where the
 // CPU has it, else the blocked GEMM; depthwise as a direct loop), conv_transpose (GEMM + col2im),
-// max/avg pooling, global average pooling and max pooling's gradient. 1-d inputs run as 2-d with height 1; f16/bf16
-// convolutions compute in float copies; channels-last conv and pooling run on channels-first copies.
+// max/avg pooling, global average pooling and max pooling's gradient. 1-d inputs run as 2-d with
+// height 1; f16/bf16 convolutions compute in float copies; channels-last conv and pooling run on
+// channels-first copies.
 #include <algorithm>
 #include <cmath>
 #include <cstring>
