@@ -240,6 +240,10 @@ class Backend {
   // Optional: whether this 4-d conv or window pool (as `run` gives it, channels-first) runs faster
   // in compiled programs with channels-last activations: the channels-last pass then gives it them.
   virtual bool prefers_channels_last(const OpRun&) { return false; }
+  // Optional: whether this op, one with an expansion into other ops (OpDef::expand: a conv's input
+  // and weight gradients), runs faster in compiled programs as itself than as its expansion. The
+  // expand-ops pass expands those it declines.
+  virtual bool runs_unexpanded(const OpRun&) { return false; }
   virtual std::unique_ptr<Program> compile(const ProgramSource& source);
   // Every kernel of one program at once, in order: a backend whose compiler is a process (cpu)
   // builds them as a few translation units instead of one per kernel. Defaults to compile() each.

@@ -3,10 +3,10 @@
 //    pooling), so no eager op ever waits on a compiler.
 //  - Compiled programs print their kernel IR as C++ (Dialect::Cpp), which the host compiler builds
 //    into shared objects (host_compiler.h), a few translation units per program, cached on disk.
-//  - Matmul, gemm, linear, conv, pooling and max pooling's gradient run as host ops, eagerly and
-//    inside compiled programs:
+//  - Matmul, gemm, linear, conv, pooling and the gradients of conv and max pooling run as host
+//    ops, eagerly and inside compiled programs:
 //    oneDNN primitives made once per shape (onednn_ops.h), or the reference kernel where oneDNN
-//    does not take the op (conv_transpose, other dtypes, gemm's alpha): a blocked, threaded kernel
+//    does not take the op (other dtypes, 1-d convolutions, gemm's alpha): a blocked, threaded kernel
 //    still beats a generic kernel that walks each window with divisions.
 // Without a compiler at run time, compiled programs run on the reference interpreter, and the
 // device's name says why.
@@ -34,7 +34,7 @@ namespace {
 bool runs_as_host_op(OpKind kind) {
   switch (kind) {
     case OpKind::MatMul: case OpKind::Gemm: case OpKind::Linear: case OpKind::Conv: case OpKind::ConvTranspose:
-    case OpKind::MaxPool: case OpKind::AvgPool: case OpKind::MaxPoolGrad:
+    case OpKind::MaxPool: case OpKind::AvgPool: case OpKind::MaxPoolGrad: case OpKind::ConvWeightGrad:
       return true;
     default:
       return false;
@@ -105,6 +105,11 @@ class CpuBackend : public reference::HostBackend {
     ins[0].dims = channels_last_dims(ins[0].dims);
     outs[0].dims = channels_last_dims(outs[0].dims);
     return make_onednn_op(OpRun{run.kind, attrs, ins, outs}) != nullptr;
+  }
+  // A conv's gradients run as oneDNN primitives where oneDNN takes them; else as a conv and a
+  // matmul (their expansions), which oneDNN does take.
+  bool runs_unexpanded(const OpRun& run) override {
+    return have_onednn() && runs_as_host_op(run.kind) && make_onednn_op(run) != nullptr;
   }
   std::optional<TemplateLaunch> plan_template(const OpRun& run) override {
     if (!runs_as_host_op(run.kind)) return std::nullopt;

@@ -88,19 +88,30 @@ class Primitive : public OneDnnOp {
   std::unordered_map<int, memory> bound_;  // handles sharing slots_' memory objects
 };
 
-// A convolution in the layouts oneDNN's fastest kernels want (channel-blocked, nChw16c on
-// AVX-512), with reorders from and to kiln's NCHW around it. Weights that are program constants are
-// reordered once, when the primitive is made. Stable weights (a parameter passed to a compiled
-// program, or an eager op's operand) are reordered on the first call that sees their buffer and
-// kept for the next ones: the last kKeptWeights buffers are remembered, since equal convolutions
-// (ResNet's blocks) share this primitive. Other weights are reordered on every call.
+// What a convolution-like primitive reads and writes, in the op's operand order: the two inputs
+// (the second one the op's "weights": reordered once where constant, kept where stable), then the
+// output; and the layouts the primitive chose for them.
+struct ConvOperands {
+  int src = DNNL_ARG_SRC, weights = DNNL_ARG_WEIGHTS, dst = DNNL_ARG_DST;
+  memory::desc want_src, want_weights, want_dst;
+  bool keep_weights = true;  // false: the second input is reordered on every call, stable or not
+};
+
+// A convolution (or one of its gradients: deconvolution, backward weights) in the layouts oneDNN's
+// fastest kernels want (channel-blocked, nChw16c on AVX-512), with reorders from and to kiln's
+// NCHW around it. Weights that are program constants are reordered once, when the primitive is
+// made. Stable weights (a parameter passed to a compiled program, or an eager op's operand) are
+// reordered on the first call that sees their buffer and kept for the next ones: the last
+// kKeptWeights buffers are remembered, since equal convolutions (ResNet's blocks) share this
+// primitive. Other weights are reordered on every call.
 class BlockedConv : public OneDnnOp {
  public:
-  BlockedConv(const dnnl::convolution_forward::primitive_desc& pd, memory::desc src, memory::desc weights,
+  BlockedConv(dnnl::primitive primitive, const ConvOperands& operands, memory::desc src, memory::desc weights,
               memory::desc dst, std::optional<memory::desc> bias, const std::vector<Primitive::Arg>& epilogue_operands,
               const void* constant_weights, bool serial)
-      : serial_(serial), conv_(pd), user_src_(src, engine(), DNNL_MEMORY_NONE),
-        user_weights_(weights, engine(), DNNL_MEMORY_NONE), user_dst_(dst, engine(), DNNL_MEMORY_NONE) {
+      : serial_(serial), conv_(std::move(primitive)), weights_arg_(operands.weights), keep_(operands.keep_weights),
+        user_src_(src, engine(), DNNL_MEMORY_NONE), user_weights_(weights, engine(), DNNL_MEMORY_NONE),
+        user_dst_(dst, engine(), DNNL_MEMORY_NONE) {
     // Each operand gets a blocked copy and its reorder only where oneDNN chose another layout.
     auto blocked = [](const memory::desc& want, memory& user, memory& copy, dnnl::reorder& to, bool in) {
       if (want == user.get_desc()) {
@@ -110,11 +121,11 @@ class BlockedConv : public OneDnnOp {
       copy = memory(want, engine());
       to = in ? dnnl::reorder(user, copy) : dnnl::reorder(copy, user);
     };
-    blocked(pd.src_desc(), user_src_, src_, src_in_, true);
-    blocked(pd.weights_desc(), user_weights_, weights_, weights_in_, true);
-    blocked(pd.dst_desc(), user_dst_, dst_, dst_out_, false);
+    blocked(operands.want_src, user_src_, src_, src_in_, true);
+    blocked(operands.want_weights, user_weights_, weights_, weights_in_, true);
+    blocked(operands.want_dst, user_dst_, dst_, dst_out_, false);
     if (bias) bias_ = memory(*bias, engine(), DNNL_MEMORY_NONE);
-    args_ = {{DNNL_ARG_SRC, src_}, {DNNL_ARG_WEIGHTS, weights_}, {DNNL_ARG_DST, dst_}};
+    args_ = {{operands.src, src_}, {operands.weights, weights_}, {operands.dst, dst_}};
     if (bias_) args_.emplace(DNNL_ARG_BIAS, *bias_);
     for (const Primitive::Arg& a : epilogue_operands) {
       epilogue_operands_.push_back({a.slot, memory(a.desc, engine(), DNNL_MEMORY_NONE)});
@@ -141,7 +152,7 @@ class BlockedConv : public OneDnnOp {
     if (src_in_) src_in_.execute(stream, user_src_, src_);
     if (!weights_packed_) {
       user_weights_.set_data_handle(operands[1].data);
-      args_[DNNL_ARG_WEIGHTS] = weights_in_ ? packed_weights(stream, operands[1].serial) : user_weights_;
+      args_[weights_arg_] = weights_in_ ? packed_weights(stream, keep_ ? operands[1].serial : 0) : user_weights_;
     }
     conv_.execute(stream, args_);
     if (dst_out_) dst_out_.execute(stream, dst_, user_dst_);
@@ -151,7 +162,9 @@ class BlockedConv : public OneDnnOp {
  private:
   std::mutex mutex_;
   bool serial_;
-  dnnl::convolution_forward conv_;
+  dnnl::primitive conv_;
+  int weights_arg_;
+  bool keep_;
   memory user_src_, user_weights_, user_dst_;  // kiln's NCHW / OIHW buffers, set per launch
   memory src_, weights_, dst_;                 // what the convolution reads and writes
   std::optional<memory> bias_;
@@ -269,7 +282,106 @@ std::unique_ptr<OneDnnOp> make_conv(const OpRun& fused, std::span<const Epilogue
   if (!fuse_epilogue(fused, epilogue, channels, desc, pd, operands)) return nullptr;
   const void* constant_weights = run.inputs[1].buffer ? reference::host_data(*run.inputs[1].buffer) : nullptr;
   const double flops = 2.0 * double(problem->batch) * q.o * q.oh * q.ow * q.cg * problem->kh * problem->kw;
-  return std::make_unique<BlockedConv>(pd, src_md, w_md, dst_md, b_md, operands, constant_weights, flops < kSerialFlops);
+  const ConvOperands roles{DNNL_ARG_SRC, DNNL_ARG_WEIGHTS, DNNL_ARG_DST, pd.src_desc(), pd.weights_desc(), pd.dst_desc()};
+  return std::make_unique<BlockedConv>(dnnl::convolution_forward(pd), roles, src_md, w_md, dst_md, b_md, operands,
+                                       constant_weights, flops < kSerialFlops);
+}
+
+// The strides, dilations and paddings of a 2-d conv from activations of spatial size `in` to
+// `out`, the right padding what oneDNN's size rule needs to give exactly `out`.
+struct Window2d {
+  memory::dims strides, dilates, pad_l, pad_r;
+};
+Window2d window_2d(const AttrMap& attrs, const std::vector<int64_t>& in, const std::vector<int64_t>& out,
+                   const std::vector<int64_t>& kernel) {
+  const memory::dims stride = templates::spatial_attr(attrs, "stride", 2, 1, 1);
+  const memory::dims pads = templates::spatial_attr(attrs, "padding", 2, 2, 0);
+  const memory::dims dilation = templates::spatial_attr(attrs, "dilation", 2, 1, 1);
+  Window2d w;
+  for (size_t i = 0; i < 2; ++i) {
+    w.strides.push_back(stride[i]);
+    w.dilates.push_back(dilation[i] - 1);
+    w.pad_l.push_back(pads[i]);
+    w.pad_r.push_back((out[i] - 1) * stride[i] + dilation[i] * (kernel[i] - 1) + 1 - in[i] - pads[i]);
+  }
+  return w;
+}
+
+bool all_f32_4d(const OpRun& run) {
+  for (const std::span<const BufferView>& views : {run.inputs, run.outputs})
+    for (const BufferView& v : views)
+      if (v.dtype != DType::F32 || v.dims.size() != 4) return false;
+  return true;
+}
+
+memory::desc f32(const memory::dims& dims, tag layout) { return memory::desc(dims, memory::data_type::f32, layout); }
+
+double conv_flops(const std::vector<int64_t>& out, const std::vector<int64_t>& weight) {
+  double flops = 2;
+  for (int64_t d : out) flops *= double(d);
+  for (size_t i = 1; i < weight.size(); ++i) flops *= double(weight[i]);
+  return flops;
+}
+
+// conv_transpose, a conv's input gradient: oneDNN's deconvolution (its backward-data kernels). The
+// weight [C, O / groups, kh, kw] is oneDNN's iohw.
+std::unique_ptr<OneDnnOp> make_conv_transpose(const OpRun& run) {
+  if (!all_f32_4d(run)) return nullptr;
+  const std::vector<int64_t>& x = run.inputs[0].dims;
+  const std::vector<int64_t>& weight = run.inputs[1].dims;
+  const std::vector<int64_t>& y = run.outputs[0].dims;
+  const int64_t groups = run.attrs.get_int("groups");
+  // The conv it is the transpose of runs from y's spatial size to x's.
+  const Window2d win = window_2d(run.attrs, {y[2], y[3]}, {x[2], x[3]}, {weight[2], weight[3]});
+  const memory::dims w_dims = groups == 1 ? memory::dims{y[1], x[1], weight[2], weight[3]}
+                                          : memory::dims{groups, y[1] / groups, x[1] / groups, weight[2], weight[3]};
+  const memory::desc src = f32(x, tag::nchw), dst = f32(y, tag::nchw), w = f32(w_dims, groups == 1 ? tag::iohw : tag::giohw);
+  std::optional<memory::desc> bias;
+  if (run.inputs.size() == 3) bias = memory::desc({y[1]}, memory::data_type::f32, tag::a);
+  const memory::desc any_src = f32(x, tag::any), any_dst = f32(y, tag::any), any_w = f32(w_dims, tag::any);
+  const auto kind = dnnl::prop_kind::forward_inference;
+  const auto algo = dnnl::algorithm::deconvolution_direct;
+  dnnl::deconvolution_forward::primitive_desc pd(
+      bias ? dnnl::deconvolution_forward::desc(kind, algo, any_src, any_w, *bias, any_dst, win.strides, win.dilates,
+                                               win.pad_l, win.pad_r)
+           : dnnl::deconvolution_forward::desc(kind, algo, any_src, any_w, any_dst, win.strides, win.dilates, win.pad_l,
+                                               win.pad_r),
+      engine());
+  const ConvOperands roles{DNNL_ARG_SRC, DNNL_ARG_WEIGHTS, DNNL_ARG_DST, pd.src_desc(), pd.weights_desc(), pd.dst_desc()};
+  const void* constant_weights = run.inputs[1].buffer ? reference::host_data(*run.inputs[1].buffer) : nullptr;
+  return std::make_unique<BlockedConv>(dnnl::deconvolution_forward(pd), roles, src, w, dst, bias,
+                                       std::vector<Primitive::Arg>{}, constant_weights,
+                                       conv_flops(x, weight) < kSerialFlops);
+}
+
+// conv_weight_grad(x, g): oneDNN's convolution backward-weights, x as the source and g as the
+// destination's gradient.
+std::unique_ptr<OneDnnOp> make_conv_weight_grad(const OpRun& run) {
+  if (!all_f32_4d(run)) return nullptr;
+  const std::vector<int64_t>& x = run.inputs[0].dims;
+  const std::vector<int64_t>& g = run.inputs[1].dims;
+  const std::vector<int64_t>& dw = run.outputs[0].dims;
+  const int64_t groups = run.attrs.get_int("groups");
+  const Window2d win = window_2d(run.attrs, {x[2], x[3]}, {g[2], g[3]}, {dw[2], dw[3]});
+  const memory::dims w_dims = groups == 1 ? memory::dims(dw.begin(), dw.end())
+                                          : memory::dims{groups, dw[0] / groups, dw[1], dw[2], dw[3]};
+  const memory::desc src = f32(x, tag::nchw), dst = f32(g, tag::nchw), w = f32(w_dims, groups == 1 ? tag::oihw : tag::goihw);
+  const memory::desc any_src = f32(x, tag::any), any_dst = f32(g, tag::any), any_w = f32(w_dims, tag::any);
+  const auto algo = dnnl::algorithm::convolution_direct;
+  const dnnl::convolution_forward::primitive_desc hint(
+      dnnl::convolution_forward::desc(dnnl::prop_kind::forward_training, algo, any_src, any_w, any_dst, win.strides,
+                                      win.dilates, win.pad_l, win.pad_r),
+      engine());
+  dnnl::convolution_backward_weights::primitive_desc pd(
+      dnnl::convolution_backward_weights::desc(algo, any_src, any_w, any_dst, win.strides, win.dilates, win.pad_l,
+                                               win.pad_r),
+      engine(), hint);
+  // The output gradient takes the weights' place, reordered on every call: an activation's
+  // gradient is seldom seen twice, and a kept copy would hold its memory.
+  const ConvOperands roles{DNNL_ARG_SRC, DNNL_ARG_DIFF_DST, DNNL_ARG_DIFF_WEIGHTS, pd.src_desc(), pd.diff_dst_desc(),
+                           pd.diff_weights_desc(), false};
+  return std::make_unique<BlockedConv>(dnnl::convolution_backward_weights(pd), roles, src, dst, w, std::nullopt,
+                                       std::vector<Primitive::Arg>{}, nullptr, conv_flops(g, dw) < kSerialFlops);
 }
 
 // Max and average pooling over [N, C, H, W] or [N, C, W] (or channels-last), on OpenMP's team like
@@ -325,6 +437,8 @@ uint64_t weight_reorders() { return reorders_of_weights; }
 std::unique_ptr<OneDnnOp> make_onednn_op(const OpRun& run, std::span<const EpilogueStep> epilogue) {
   try {
     if (run.kind == OpKind::Conv) return make_conv(run, epilogue);
+    if (epilogue.empty() && run.kind == OpKind::ConvTranspose) return make_conv_transpose(run);
+    if (epilogue.empty() && run.kind == OpKind::ConvWeightGrad) return make_conv_weight_grad(run);
     if (run.kind == OpKind::MatMul || run.kind == OpKind::Linear || run.kind == OpKind::Gemm)
       return make_matmul(run, epilogue);
     if (epilogue.empty() && (run.kind == OpKind::MaxPool || run.kind == OpKind::AvgPool)) return make_pool(run);

@@ -1,7 +1,8 @@
-// The cpu backend's matmul, convolution and pooling: oneDNN primitives (Debian's libdnnl, what
-// PyTorch uses on CPUs), created once per host op at its planned shapes. Ops oneDNN does not take
-// here (other dtypes, gemm with alpha/beta, 1-d matmul operands, conv_transpose, average pooling
-// that counts padding in ceil_mode) keep the reference kernel.
+// The cpu backend's matmul, convolution (and its input and weight gradients: conv_transpose and
+// conv_weight_grad) and pooling: oneDNN primitives (Debian's libdnnl, what PyTorch uses on CPUs),
+// created once per host op at its planned shapes. Ops oneDNN does not take here (other dtypes,
+// gemm with alpha/beta, 1-d matmul operands and convolutions, average pooling that counts padding
+// in ceil_mode) keep the reference kernel.
 #pragma once
 
 #include <cstdint>

@@ -31,6 +31,13 @@ GradBuilder::GradBuilder(Graph& graph, const Node& node, std::vector<Value*> out
       attrs_(complete_attrs(node.kind, node.attrs, node.provenance)),
       provenance_(node.provenance.gradient_of(op_name(node.kind))) {}
 
+GradBuilder GradBuilder::expanding(Graph& graph, const Node& node) {
+  GradBuilder b(graph, node, std::vector<Value*>(node.outputs.size(), nullptr),
+                std::vector<bool>(node.inputs.size(), true));
+  b.provenance_ = node.provenance;
+  return b;
+}
+
 Value* GradBuilder::grad(size_t i) {
   if (!output_grads_.at(i)) output_grads_[i] = zeros(output(i)->type);
   return output_grads_[i];

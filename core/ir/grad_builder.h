@@ -23,6 +23,8 @@ class GradBuilder {
   // `output_grads`: one per output of `node`, nullptr where no gradient reaches it. `wanted`: per
   // input, whether a gradient is needed (rules may skip building the others).
   GradBuilder(Graph& graph, const Node& node, std::vector<Value*> output_grads, std::vector<bool> wanted);
+  // For an op's expansion (OpDef::expand): the nodes it builds keep `node`'s own provenance.
+  static GradBuilder expanding(Graph& graph, const Node& node);
 
   const Node& node() const { return node_; }
   Value* input(size_t i) const { return node_.inputs.at(i); }

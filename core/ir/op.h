@@ -64,6 +64,11 @@ class GradBuilder;  // core/ir/grad_builder.h
 // (nullptr where none flows), built as ordinary nodes in kiln's own ops (GradBuilder::op).
 using VjpFn = std::function<std::vector<Value*>(GradBuilder&)>;
 
+// An op written in other ops (GradBuilder::op), for backends whose kernels run those faster than
+// the op's own: nullptr where this node cannot be written so. The expand-ops pass
+// (core/passes/passes.h) applies it where the backend asks.
+using ExpandFn = std::function<Value*(GradBuilder&)>;
+
 // How gradients pass an op. Rule: `vjp` gives them. None: no gradient flows through it (its outputs
 // are integers, booleans or indices, or piecewise constant: comparisons, argmax, floor, sign).
 // Missing: differentiable, but no rule is written yet; a backward that needs one raises an error.
@@ -79,6 +84,7 @@ struct OpDef {
   InferFn infer;
   Gradient gradient = Gradient::Missing;  // set with the rules, core/ir/ops/<family>_grad.cpp
   VjpFn vjp;
+  ExpandFn expand;  // set by the family files that have expansions (conv_expand.cpp)
 };
 
 const OpDef& op_def(OpKind kind);
@@ -131,6 +137,8 @@ void define_linalg_grads(std::vector<OpDef>& table);
 void define_conv_grads(std::vector<OpDef>& table);
 void define_norm_grads(std::vector<OpDef>& table);
 void define_shape_grads(std::vector<OpDef>& table);
+// Expansions (`expand`), per family that has them.
+void define_conv_expansions(std::vector<OpDef>& table);
 }  // namespace ops
 
 // numpy broadcasting of two shapes; nullopt when incompatible. Symbolic dims broadcast when they are

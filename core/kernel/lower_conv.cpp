@@ -1,4 +1,5 @@
 // Lowering of conv, conv_transpose and the pools to Reduce kernels over the window of one output
+// element, of conv's weight gradient to a Reduce over the batch and output positions per weight
 // element, and of max_pool's gradient to an argmax over each window and a gather per input
 // element. Out-of-input taps are masked with a select over a clamped (always in-bounds) load. Conv
 // and the window pools read and write channels-first or channels-last activations.
@@ -84,6 +85,13 @@ std::vector<ExprRef> split_taps(const std::vector<Axis>& axes, ExprRef& outer) {
 
 // Shape of the window: the kernel dims of a weight, or the pool's "kernel" attribute.
 Shape weight_kernel(const TensorType& w) { return Shape(w.shape.begin() + 2, w.shape.end()); }
+
+// The "kernel" attribute of a pool or of conv's weight gradient.
+Shape kernel_attr(const AttrMap& attrs) {
+  Shape kernel;
+  for (int64_t k : attrs.get_ints("kernel")) kernel.push_back(SymInt(k));
+  return kernel;
+}
 
 LoweredKernel conv(const AttrMap& attrs, const std::vector<TensorType>& in, const TensorType& out,
                    int origin) {
@@ -171,6 +179,48 @@ LoweredKernel conv_transpose(const AttrMap& attrs, const std::vector<TensorType>
   return finish_reduce(b, OpKind::Sum, acc, extent, body, os, out.dtype, result, origin);
 }
 
+// dW[o, c, *k] = sum over (n, *p) of g[n, o, *p] * x[n, group(o) * cg + c, p * stride - pad + k *
+// dilation], taps outside the input masked: the reduction index runs over the batch and g's
+// positions, row-major.
+LoweredKernel conv_weight_grad(const AttrMap& attrs, const std::vector<TensorType>& in, const TensorType& out,
+                               int origin) {
+  const TensorType& x = in[0];
+  const TensorType& g = in[1];
+  KernelBuilder b(kernel_name(OpKind::ConvWeightGrad, out.dtype, out.rank()), KernelKind::Reduce, out.shape);
+  int xs = b.add_buffer(x.dtype, false);
+  int gs = b.add_buffer(g.dtype, false);
+  int os = b.add_buffer(out.dtype, true);
+  const int64_t groups = attrs.get_int("groups");
+  const Shape positions_shape(g.shape.begin() + 2, g.shape.end());
+  std::vector<Axis> axes = axes_of(b, attrs, Shape(x.shape.begin() + 2, x.shape.end()), kernel_attr(attrs));
+  ExprRef og = b.param_for(out.shape[0] / SymInt(groups));  // output channels per group
+  ExprRef cg = b.param_for(out.shape[1]);                   // input channels per group
+  ExprRef o = coord(0);
+  ExprRef channel = iadd(imul(idiv(o, og), cg), coord(1));
+  ExprRef rest = reduction_index();
+  std::vector<ExprRef> p(axes.size());
+  for (size_t i = axes.size(); i-- > 0;) {
+    ExprRef size = b.param_for(positions_shape[i]);
+    p[i] = imod(rest, size);
+    rest = idiv(rest, size);
+  }
+  std::vector<ExprRef> xc = {rest, channel}, gc = {rest, o};
+  ExprRef inside;
+  for (size_t i = 0; i < axes.size(); ++i) {
+    const Axis& a = axes[i];
+    ExprRef pos = iadd(isub(imul(p[i], iconst(a.stride)), iconst(a.pad)), imul(coord(int(2 + i)), iconst(a.dilation)));
+    inside = land(inside, in_range(pos, a.size));
+    xc.push_back(clamp_index(pos, a.size));
+    gc.push_back(p[i]);
+  }
+  DType acc = accumulate_in(out.dtype);
+  ExprRef xv = cast(load(xs, x.dtype, strided_offset(b, xc, x.shape)), acc);
+  ExprRef gv = cast(load(gs, g.dtype, strided_offset(b, gc, g.shape)), acc);
+  ExprRef body = select(inside, fmul(xv, gv, acc), constant(0, acc));
+  SymInt extent = g.shape[0] * product(g.shape, 2, g.rank());
+  return finish_reduce(b, OpKind::Sum, acc, extent, body, os, out.dtype, accumulator(acc), origin);
+}
+
 // The smallest value of t: the identity of max over padded taps.
 ExprRef lowest(DType t) {
   switch (t) {
@@ -186,12 +236,6 @@ ExprRef lowest(DType t) {
   }
 }
 
-Shape pool_kernel(const AttrMap& attrs) {
-  Shape kernel;
-  for (int64_t k : attrs.get_ints("kernel")) kernel.push_back(SymInt(k));
-  return kernel;
-}
-
 // What tap r (the reduction index) of the output element's window reads of `x` (slot xs): the
 // value, in `acc`, where the tap lies inside the input, and where each window starts.
 struct WindowRead {
@@ -204,7 +248,7 @@ WindowRead read_window(KernelBuilder& b, const AttrMap& attrs, const TensorType&
   WindowRead w;
   // avg_pool has no dilation attribute: axes_of then uses 1.
   const Layout layout = layout_of(attrs, x);
-  w.axes = axes_of(b, attrs, layout.spatial_shape(x.shape), pool_kernel(attrs));
+  w.axes = axes_of(b, attrs, layout.spatial_shape(x.shape), kernel_attr(attrs));
   ExprRef unused;
   std::vector<ExprRef> taps = split_taps(w.axes, unused);
   std::vector<ExprRef> positions;
@@ -229,7 +273,7 @@ LoweredKernel pool(OpKind kind, const AttrMap& attrs, const TensorType& x, const
   int os = b.add_buffer(out.dtype, true);
   DType acc = accumulate_in(out.dtype);
   const WindowRead w = read_window(b, attrs, x, xs, acc);
-  const SymInt taps = numel(pool_kernel(attrs));
+  const SymInt taps = numel(kernel_attr(attrs));
   if (kind == OpKind::MaxPool) {
     ExprRef body = select(w.inside, w.value, lowest(acc));
     return finish_reduce(b, OpKind::ReduceMax, acc, taps, body, os, out.dtype, accumulator(acc), origin);
@@ -270,7 +314,7 @@ LoweredOp max_pool_grad(const AttrMap& attrs, const TensorType& x, const TensorT
     int ws = b.add_buffer(DType::I32, true);
     const WindowRead w = read_window(b, attrs, x, xs, acc);
     ExprRef body = select(w.inside, w.value, lowest(acc));
-    lowered.steps.push_back({finish_reduce(b, OpKind::ArgMax, DType::I32, numel(pool_kernel(attrs)), body, ws,
+    lowered.steps.push_back({finish_reduce(b, OpKind::ArgMax, DType::I32, numel(kernel_attr(attrs)), body, ws,
                                            DType::I32, accumulator(DType::I32), origin),
                              {0, 3}});
   }
@@ -278,7 +322,7 @@ LoweredOp max_pool_grad(const AttrMap& attrs, const TensorType& x, const TensorT
   int gs = b.add_buffer(g.dtype, false);
   int ws = b.add_buffer(DType::I32, false);
   int os = b.add_buffer(dx.dtype, true);
-  const std::vector<Axis> axes = axes_of(b, attrs, Shape(x.shape.begin() + 2, x.shape.end()), pool_kernel(attrs));
+  const std::vector<Axis> axes = axes_of(b, attrs, Shape(x.shape.begin() + 2, x.shape.end()), kernel_attr(attrs));
   std::vector<int64_t> extents, windows_per_dim;  // a window's extent; the windows one input position lies in
   int64_t candidates = 1;
   for (size_t i = 0; i < axes.size(); ++i) {
@@ -346,6 +390,9 @@ LoweredOp lower_conv(OpKind kind, const AttrMap& attrs, const std::vector<Tensor
       return lowered;
     case OpKind::ConvTranspose:
       lowered.steps.push_back({conv_transpose(attrs, inputs, out, origin), binding});
+      return lowered;
+    case OpKind::ConvWeightGrad:
+      lowered.steps.push_back({conv_weight_grad(attrs, inputs, out, origin), binding});
       return lowered;
     case OpKind::MaxPool: case OpKind::AvgPool:
       lowered.steps.push_back({pool(kind, attrs, inputs.at(0), out, origin), binding});

@@ -30,6 +30,10 @@ Pass simplify_pass();
 Pass raise_patterns_pass();
 // "dce": removes nodes whose results nobody reads.
 Pass dce_pass();
+// "expand-ops": each node whose op has an expansion (OpDef::expand) and that `keep` declines
+// becomes its expansion: for backends that run a few ops' expansions faster than the ops
+// themselves (core/passes/expand_ops.cpp).
+Pass expand_ops_pass(std::function<bool(const Node&)> keep);
 // "channels-last": the 4-d convs and window pools `wanted` picks run on channels-last activations
 // (their channels_last attribute) between permutes, and the permutes between such ops cancel
 // (core/passes/channels_last.cpp). For backends whose kernels prefer that layout; runs after

@@ -70,10 +70,10 @@ ProgramStages run_program_stages(const Graph& graph, Backend& backend, const Pro
 namespace {
 
 // Asks `backend` about a node at its traced sizes.
-std::function<bool(const Node&)> prefers_channels_last(Backend& backend) {
-  return [&backend](const Node& n) {
+std::function<bool(const Node&)> ask(Backend& backend, bool (Backend::*question)(const OpRun&)) {
+  return [&backend, question](const Node& n) {
     const ViewsAtHints views(n);
-    return backend.prefers_channels_last(OpRun{n.kind, n.attrs, views.inputs, views.outputs});
+    return (backend.*question)(OpRun{n.kind, n.attrs, views.inputs, views.outputs});
   };
 }
 
@@ -87,9 +87,11 @@ CompiledGraph compile_graph(Graph& graph, Device device, const CompileGraphOptio
 
   Backend& backend = device.backend();
   std::vector<Pass> passes = standard_pipeline();
+  if (backend.codegen())  // first, so that the standard passes clean up what the expansions wrote
+    passes.insert(passes.begin(), expand_ops_pass(ask(backend, &Backend::runs_unexpanded)));
   const char* channels_last = std::getenv("KILN_CHANNELS_LAST");  // "0": off, for comparisons
   if (backend.codegen() && !(channels_last && std::string(channels_last) == "0"))
-    passes.push_back(channels_last_pass(prefers_channels_last(backend)));  // layouts for the backend's kernels
+    passes.push_back(channels_last_pass(ask(backend, &Backend::prefers_channels_last)));  // layouts for the backend's kernels
   out.passes = run_pipeline(graph, passes, pipeline);  // graph passes, 00..NN
   if (graph.inputs().size() != num_inputs)
     throw Error("compile_graph: internal error: the pass pipeline changed the graph's inputs (" +

@@ -229,7 +229,18 @@ std::vector<Case> build_table() {
     t.push_back({"max_pool_grad2d_" + dt(d), O::MaxPoolGrad, {{"kernel", I{3, 3}}, {"stride", I{2, 2}}},
                  {{d, {1, 2, 5, 5}}, {d, {1, 2, 2, 2}}}});
     t.push_back({"conv_transpose2d_" + dt(d), O::ConvTranspose, {}, {{d, {1, 2, 3, 3}}, {d, {2, 3, 2, 2}}}});
+    t.push_back({"conv_weight_grad2d_" + dt(d), O::ConvWeightGrad, {{"kernel", I{3, 3}}},
+                 {{d, {2, 2, 5, 5}}, {d, {2, 3, 3, 3}}}});
   }
+  t.push_back({"conv_weight_grad2d_stride_pad_dil", O::ConvWeightGrad,
+               {{"kernel", I{3, 2}}, {"stride", I{2, 1}}, {"padding", I{1, 0, 2, 1}}, {"dilation", I{1, 2}}},
+               {{DType::F32, {2, 2, 7, 6}}, {DType::F32, {2, 4, 4, 4}}}});
+  // The output gradient stops a row short of the conv's output: the last input row reaches no window.
+  t.push_back({"conv_weight_grad2d_short", O::ConvWeightGrad, {{"kernel", I{2, 2}}, {"stride", I{2, 2}}},
+               {{DType::F32, {1, 3, 6, 5}}, {DType::F32, {1, 2, 2, 2}}}});
+  t.push_back({"conv_weight_grad1d_groups", O::ConvWeightGrad,
+               {{"kernel", I{3}}, {"groups", int64_t(2)}, {"padding", I{1, 1}}},
+               {{DType::F64, {3, 4, 7}}, {DType::F64, {3, 6, 7}}}});
   t.push_back({"conv2d_stride_pad_dil", O::Conv,
                {{"stride", I{2, 1}}, {"padding", I{1, 0, 2, 1}}, {"dilation", I{1, 2}}},
                {{DType::F32, {2, 2, 7, 6}}, {DType::F32, {4, 2, 3, 2}}}});

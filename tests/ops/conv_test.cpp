@@ -482,6 +482,20 @@ TEST(Pool, MaxPoolGradSendsEachWindowsGradientToItsFirstMaximum) {
                {"op 'max_pool_grad'", "f32[1,1,7]", "f32[1,1,2]", "pooled shape f32[1,1,3]"});
 }
 
+// conv's weight gradient, values by hand: dW[k] = sum over windows o of g[o] * x[o * stride - pad + k].
+TEST(Conv, WeightGradSumsEachTapsInputsWeightedByTheOutputGradient) {
+  const AttrMap k2s2{{"kernel", std::vector<int64_t>{2}}, {"stride", std::vector<int64_t>{2}}};
+  Tensor x = from_vector<float>({1, 2, 3, 4, 5}, {1, 1, 5});  // x[4] lies in no window
+  Tensor g = from_vector<float>({10, 100}, {1, 1, 2});
+  EXPECT_TRUE(all_close(values(run_op1(OpKind::ConvWeightGrad, {x, g}, k2s2, Loc::current())), {310, 420}));
+  const AttrMap k3p1{{"kernel", std::vector<int64_t>{3}}, {"padding", std::vector<int64_t>{1, 1}}};
+  Tensor three = from_vector<float>({1, 2, 3}, {1, 1, 3});
+  Tensor ones = from_vector<float>({1, 1, 1}, {1, 1, 3});
+  EXPECT_TRUE(all_close(values(run_op1(OpKind::ConvWeightGrad, {three, ones}, k3p1, Loc::current())), {3, 6, 5}));
+  expect_error([&] { run_op1(OpKind::ConvWeightGrad, {x, from_vector<float>({1, 2, 3}, {1, 1, 3})}, k2s2, Loc::current()); },
+               {"op 'conv_weight_grad'", "f32[1,1,5]", "f32[1,1,3]", "reach 6 past the padded input extent 5"});
+}
+
 TEST(GlobalAvgPool, MeansEverySpatialPlane) {
   std::vector<float> x = uniform_values(2 * 3 * 4 * 5, 50);
   Tensor out = global_avg_pool(from_vector(x, {2, 3, 4, 5}));

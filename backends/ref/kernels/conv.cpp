@@ -1,6 +1,7 @@
 // Reference kernels for the conv ops: conv (im2col + a GEMM: the AVX2 tile of conv_gemm.h where the
 // CPU has it, else the blocked GEMM; depthwise as a direct loop), conv_transpose (GEMM + col2im),
-// max/avg pooling, global average pooling and max pooling's gradient. 1-d inputs run as 2-d with
+// max/avg pooling, global average pooling, and the gradients of max pooling and of conv's weight
+// (a direct loop per weight element, summed in double). 1-d inputs run as 2-d with
 // height 1; f16/bf16 convolutions compute in float copies; channels-last conv and pooling run on
 // channels-first copies.
 #include <algorithm>
@@ -287,6 +288,41 @@ void conv_transpose_kernel(const KernelContext& ctx) {
   });
 }
 
+// dw[o, c, i, j] = sum over n, oh, ow of g[n, o, oh, ow] * x[n, group * cg + c, oh * sh - ph + i * dh,
+// ow * sw - pw + j * dw]: per weight element, the taps' columns inside the input in one unit-stride
+// (when sw is 1) run per output row.
+template <class T>
+void conv_weight_grad_compute(const Geometry& geo, const T* x, const T* g, T* dw) {
+  const int64_t cg = geo.c / geo.groups, og = geo.o / geo.groups;
+  parallel_for(geo.o * cg, 1, [&](int64_t begin, int64_t end) {
+    for (int64_t oc = begin; oc < end; ++oc) {
+      const int64_t o = oc / cg, c = (o / og) * cg + oc % cg;
+      for (int64_t i = 0; i < geo.kh; ++i)
+        for (int64_t j = 0; j < geo.kw; ++j) {
+          const int64_t off = j * geo.dw - geo.pw;  // input column of output column ow: ow * sw + off
+          const int64_t lo = off >= 0 ? 0 : (-off + geo.sw - 1) / geo.sw;
+          const int64_t hi = geo.w - 1 - off < 0 ? 0 : std::min(geo.ow, (geo.w - 1 - off) / geo.sw + 1);
+          double sum = 0;
+          for (int64_t n = 0; n < geo.n; ++n)
+            for (int64_t oh = 0; oh < geo.oh; ++oh) {
+              const int64_t ih = oh * geo.sh - geo.ph + i * geo.dh;
+              if (ih < 0 || ih >= geo.h) continue;
+              const T* in = x + ((n * geo.c + c) * geo.h + ih) * geo.w;
+              const T* grad = g + ((n * geo.o + o) * geo.oh + oh) * geo.ow;
+              for (int64_t ow = lo; ow < hi; ++ow) sum += double(grad[ow]) * double(in[ow * geo.sw + off]);
+            }
+          dw[(oc * geo.kh + i) * geo.kw + j] = T(sum);
+        }
+    }
+  });
+}
+
+void conv_weight_grad_kernel(const KernelContext& ctx) {
+  // The conv's output is the gradient g, input 1.
+  const Geometry geo = geometry(ctx.attrs, ctx.inputs[0], ctx.inputs[1], ctx.attrs.get_ints("kernel"));
+  run_conv(ctx, [&](const auto* x, const auto* g, const auto*, auto* dw) { conv_weight_grad_compute(geo, x, g, dw); });
+}
+
 // Calls row(plane, oh) for every output row, threaded; planes are the N * C channel images.
 template <class F>
 void for_each_output_row(const Geometry& g, F row) {
@@ -468,6 +504,7 @@ void register_conv(KernelTable& t) {
   t.set(OpKind::AvgPool, any_layout<avg_pool_kernel>);
   t.set(OpKind::GlobalAvgPool, global_avg_pool_kernel);
   t.set(OpKind::MaxPoolGrad, max_pool_grad_kernel);
+  t.set(OpKind::ConvWeightGrad, conv_weight_grad_kernel);
 }
 
 }  // namespace kiln::reference

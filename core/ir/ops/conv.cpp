@@ -1,5 +1,6 @@
 // Shape and dtype rules of the conv ops: conv, conv_transpose, max_pool, avg_pool, global_avg_pool,
-// and max_pool_grad (max_pool's gradient, which the backward of a training step runs).
+// and the gradients a training step's backward runs: max_pool_grad (max_pool's) and
+// conv_weight_grad (conv's, for its weight; its input's is a conv_transpose).
 // Layout is channels-first ([N, C, *spatial]) with 1 or 2 spatial dims; conv and the two window
 // pools also take channels-last activations ([N, *spatial, C], attribute channels_last), which the
 // channels-last pass chooses for backends whose kernels run faster so. Per-spatial attributes
@@ -189,6 +190,39 @@ std::vector<TensorType> max_pool_grad_rule(const InferContext& ctx) {
   return {ctx.input(0)};
 }
 
+// conv_weight_grad(x, g): the gradient of a conv's weight, for the conv from x (channels-first)
+// to g, its output's gradient. The attribute "kernel" gives the weight's spatial sizes; the result
+// is [g's channels, x's channels / groups, *kernel]. g may stop short of the conv's output (a
+// conv_transpose's weight gradient, whose output padding it lacks), but each of its windows must
+// lie inside the padded input.
+std::vector<TensorType> conv_weight_grad_rule(const InferContext& ctx) {
+  require_float(ctx);
+  const TensorType& x = ctx.input(0);
+  const TensorType& g = ctx.input(1);
+  const size_t spatial = spatial_rank(ctx, x);
+  if (g.rank() != x.rank() || g.shape[0] != x.shape[0])
+    ctx.fail("output gradient " + g.str() + " must have input " + x.str() + "'s rank and batch");
+  if (ctx.attrs().get_ints("kernel").empty()) ctx.fail("attribute 'kernel' must not be empty");
+  const auto kernel = spatial_attr(ctx, "kernel", spatial, 1, 0, 1);
+  const auto stride = spatial_attr(ctx, "stride", spatial, 1, 1, 1);
+  const auto pads = spatial_attr(ctx, "padding", spatial, 2, 0, 0);
+  const auto dilation = spatial_attr(ctx, "dilation", spatial, 1, 1, 1);
+  const int64_t groups = groups_attr(ctx);
+  if (x.shape[1] % groups != 0 || g.shape[1] % groups != 0)
+    ctx.fail("groups " + std::to_string(groups) + " must divide both the input channels (" + x.shape[1].str() +
+             ") and the output gradient's (" + g.shape[1].str() + ")");
+  Shape out = {g.shape[1], x.shape[1] / SymInt(groups)};
+  for (size_t i = 0; i < spatial; ++i) {
+    const SymInt padded = x.shape[2 + i] + pads[i] + pads[spatial + i];
+    const SymInt reach = (g.shape[2 + i] - 1) * stride[i] + dilation[i] * (kernel[i] - 1) + 1;
+    if (padded < reach)
+      ctx.fail("the windows of output gradient " + g.str() + " reach " + reach.str() + " past the padded input extent " +
+               padded.str() + " of " + x.str() + " in spatial dim " + std::to_string(i));
+    out.push_back(SymInt(kernel[i]));
+  }
+  return {{x.dtype, out}};
+}
+
 std::vector<TensorType> global_avg_pool_rule(const InferContext& ctx) {
   const TensorType& x = ctx.input(0);
   if (!is_floating(x.dtype))
@@ -235,6 +269,9 @@ void define_conv(std::vector<OpDef>& t) {
   // Inputs: x, the gradient of max_pool(x); the attributes are the max_pool's.
   t.push_back(op(OpKind::MaxPoolGrad, {kernel, stride, padding, dilation, ceil_mode, channels_last}, 2, 2,
                  max_pool_grad_rule));
+  // Inputs: x, the gradient of conv(x, weight); the attributes are the conv's and the weight's
+  // spatial sizes.
+  t.push_back(op(OpKind::ConvWeightGrad, {kernel, stride, padding, dilation, groups}, 2, 2, conv_weight_grad_rule));
 }
 
 }  // namespace kiln::ops

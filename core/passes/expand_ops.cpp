@@ -1,0 +1,38 @@
+// expand-ops: ops the backend has no fast kernels for become their expansions (OpDef::expand), the
+// ops the backend does run fast. A conv's input and weight gradients (conv_transpose,
+// conv_weight_grad) run as oneDNN primitives on cpu, and as a conv and a matmul on the templates of
+// Vulkan and CUDA.
+#include <unordered_map>
+
+#include "core/ir/grad_builder.h"
+#include "core/passes/graph_edit.h"
+#include "core/passes/passes.h"
+
+namespace kiln {
+
+Pass expand_ops_pass(std::function<bool(const Node&)> keep) {
+  return {"expand-ops", "ops the backend has no fast kernels for, written in ops it has",
+          [keep = std::move(keep)](Graph& graph) {
+            std::unordered_map<const Node*, const Node*> places;  // each added node -> the node it replaces
+            std::unordered_map<const Value*, Value*> replaced;
+            for (Node* node : graph.nodes()) {
+              const OpDef& def = op_def(node->kind);
+              if (!def.expand || node->outputs.size() != 1 || keep(*node)) continue;
+              const size_t before = graph.num_nodes();
+              GradBuilder builder = GradBuilder::expanding(graph, *node);
+              Value* expansion = def.expand(builder);
+              const std::vector<Node*> nodes = graph.nodes();
+              for (size_t i = before; i < nodes.size(); ++i) places[nodes[i]] = node;
+              if (expansion) replaced[node->output()] = expansion;
+            }
+            PassStats stats;
+            stats.counters["ops_expanded"] = int64_t(replaced.size());
+            if (places.empty()) return stats;
+            graph.replace_uses(replaced);
+            restore_topological_order(graph, places);
+            stats.counters["nodes_removed"] = int64_t(graph.remove_dead_nodes());
+            return stats;
+          }};
+}
+
+}  // namespace kiln
