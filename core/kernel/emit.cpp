@@ -3,6 +3,7 @@
 // on load and store, so results match the cpu reference's arithmetic.
 #include "core/kernel/emit.h"
 
+#include <algorithm>
 #include <array>
 #include <cmath>
 #include <cstdio>
@@ -303,6 +304,7 @@ class Printer {
   void scan(const ExprRef& e) {
     if (!scanned_.insert(e.get()).second) return;
     used_types_.insert(e->type);
+    if (e->kind == ExprKind::Coord) innermost_coordinate_ = std::max(innermost_coordinate_, e->index);
     for (const ExprRef& a : e->args) scan(a);
   }
 
@@ -426,22 +428,29 @@ class Printer {
   }
 
   // C++ walks its range row by row: the coordinates of the range's first element are divided out
-  // once, then the innermost dim is a plain counted loop (loads at gid or at c<last> are unit
-  // stride, so the compiler vectorizes it) and the outer coordinates carry at the end of each row.
+  // once, then a row is a plain counted loop (loads at gid or at c<last> are unit stride, so the
+  // compiler vectorizes it) and the outer coordinates carry at the end of each row. A row spans
+  // the innermost dims no expression reads as coordinates: a batch norm's [N, C, 7, 7] scale reads
+  // c1, so its rows are 49 long, not 7; an optimizer's update of a [O, I, 3, 3] weight reads none,
+  // so its range is one loop.
   void cpp_loop_begin() {
     const std::vector<int> all = k_.origins();
     auto tag = [&](const std::string& text) { line(text, all); };
     tag("  const long total = " + (k_.rank == 0 ? std::string("1") : "long(" + total_elements() + ")") + ";");
     tag("  if (end > total) end = total;");
-    if (k_.rank == 0) {
+    if (!walks_rows()) {
       tag("  for (int gid = int(begin); gid < int(end); ++gid) {");
       return;
     }
-    const std::string last = std::to_string(k_.rank - 1);
+    const int from = row_dims_from();
+    std::string row_size = param(from);
+    for (int d = from + 1; d < k_.rank; ++d) row_size += " * " + param(d);
+    const std::string along = from == k_.rank - 1 ? "c" + std::to_string(from) : "in_row";
+    tag("  const int row_size = " + row_size + ";");
     tag("  int next = int(begin), rest = next;");
-    tag("  int first = rest % " + param(k_.rank - 1) + ";");
-    tag("  rest = rest / " + param(k_.rank - 1) + ";");
-    for (int d = k_.rank - 2; d >= 0; --d) {
+    tag("  int first = rest % row_size;");
+    tag("  rest = rest / row_size;");
+    for (int d = from - 1; d >= 0; --d) {
       std::string ds = std::to_string(d);
       if (d == 0) {
         tag("  int c0 = rest;");
@@ -451,25 +460,29 @@ class Printer {
       }
     }
     tag("  while (next < int(end)) {");
-    tag("  const int row = next - first, stop = int(end) - row < " + param(k_.rank - 1) + " ? int(end) - row : " + param(k_.rank - 1) + ";");
-    tag("  for (int c" + last + " = first; c" + last + " < stop; ++c" + last + ") {");
-    tag("  const int gid = row + c" + last + ";");
+    tag("  const int row = next - first, stop = int(end) - row < row_size ? int(end) - row : row_size;");
+    tag("  for (int " + along + " = first; " + along + " < stop; ++" + along + ") {");
+    tag("  const int gid = row + " + along + ";");
   }
 
+  bool walks_rows() const { return k_.rank > 0 && innermost_coordinate_ >= 0; }
+  // The first dim of a row: the innermost one, unless no expression reads it (nor the ones after it).
+  int row_dims_from() const { return std::min(innermost_coordinate_ + 1, k_.rank - 1); }
+
   void cpp_loop_end() {
-    line("  }");  // the row (or the one element of a rank-0 kernel)
-    if (k_.rank == 0) return;
+    line("  }");  // the row (or the whole range)
+    if (!walks_rows()) return;
     const std::vector<int> all = k_.origins();
     auto tag = [&](const std::string& text) { line(text, all); };
-    tag("  next = row + " + param(k_.rank - 1) + ";");
+    tag("  next = row + row_size;");
     tag("  first = 0;");
-    std::string carry;  // ++c(d) wrapping into c(d-1), innermost outer dim first
-    for (int d = k_.rank - 2; d >= 0; --d) {
+    const int from = row_dims_from();
+    for (int d = from - 1; d >= 0; --d) {  // ++c(d) wrapping into c(d-1), innermost outer dim first
       std::string ds = std::to_string(d);
-      tag("  " + std::string(k_.rank - 2 - d, ' ') + "if (++c" + ds + " == " + param(d) + ") {" +
+      tag("  " + std::string(size_t(from - 1 - d), ' ') + "if (++c" + ds + " == " + param(d) + ") {" +
           (d == 0 ? "" : " c" + ds + " = 0;"));
     }
-    for (int d = 0; d <= k_.rank - 2; ++d) tag("  " + std::string(k_.rank - 2 - d, ' ') + "}");
+    for (int d = 0; d <= from - 1; ++d) tag("  " + std::string(size_t(from - 1 - d), ' ') + "}");
     line("  }");  // while
   }
 
@@ -532,6 +545,10 @@ class Printer {
     const std::vector<int> body_origins = collect_origins(k_.body);
     context_ = body_origins;
     std::string extent = value(k_.extent);
+    if (cpp(d_) && k_.combiner == OpKind::Sum) {
+      cpp_sum_in_lanes(ct, init, extent, body_origins);
+      return;
+    }
     if (arg) {
       line("  " + vct + " best = " + vct + "(0);", body_origins);
       line("  " + ct + " acc = " + ct + "(0);", body_origins);
@@ -568,11 +585,48 @@ class Printer {
         throw Error("emit: unsupported reduction combiner " + std::string(op_name(k_.combiner)));
     }
     indent_ = "  ";
-    // Temporaries made inside the loop are not visible after it.
-    for (auto it = names_.begin(); it != names_.end();)
-      it = loop_scoped_.count(it->first) ? names_.erase(it) : std::next(it);
+    forget_loop_temporaries();
     line("  }");
   }
+
+  // Temporaries made inside a loop are not visible after it.
+  void forget_loop_temporaries() {
+    for (auto it = names_.begin(); it != names_.end();)
+      it = loop_scoped_.count(it->first) ? names_.erase(it) : std::next(it);
+  }
+
+  // C++ sums: one loop adds into a dependent chain, each add waiting on the last (about 2 GB/s on
+  // a batch norm's statistics). Instead kLanes partial sums take every kLanes-th element, in an
+  // inner loop of constant trip count that the compiler vectorizes without reassociating anything
+  // (no -ffast-math); the partial sums are then added pairwise, and the last extent % kLanes
+  // elements one by one. The order is fixed, so results do not depend on the machine.
+  void cpp_sum_in_lanes(const std::string& ct, const std::string& init, const std::string& extent,
+                        const std::vector<int>& origins) {
+    auto tag = [&](const std::string& text) { line(text, origins); };
+    const std::string lanes = std::to_string(kLanes);
+    tag("  " + ct + " acc = " + init + ", part[" + lanes + "];");
+    tag("  for (int lane = 0; lane < " + lanes + "; ++lane) part[lane] = " + init + ";");
+    tag("  int r0 = 0;");
+    tag("  for (; r0 + " + lanes + " <= " + extent + "; r0 += " + lanes + ") {");
+    tag("    for (int lane = 0; lane < " + lanes + "; ++lane) {");
+    tag("      const int r = r0 + lane;");
+    indent_ = "      ";
+    tag("      part[lane] += " + ct + "(" + value(k_.body) + ");");
+    forget_loop_temporaries();
+    tag("    }");
+    tag("  }");
+    for (int width = kLanes / 2; width > 0; width /= 2)
+      tag("  for (int lane = 0; lane < " + std::to_string(width) + "; ++lane) part[lane] += part[lane + " +
+          std::to_string(width) + "];");
+    tag("  acc = part[0];");
+    tag("  for (int r = r0; r < " + extent + "; ++r) {");
+    indent_ = "    ";
+    tag("    acc += " + ct + "(" + value(k_.body) + ");");
+    indent_ = "  ";
+    forget_loop_temporaries();
+    tag("  }");
+  }
+  static constexpr int kLanes = 16;
 
   // Returns an expression string for e, emitting temporaries for Op and Load nodes.
   // Lines computing a node without origins of its own (loads, index math) are tagged with the
@@ -630,6 +684,7 @@ class Printer {
   std::vector<std::vector<int>> origins_;
   std::map<const Expr*, std::string> names_;
   std::set<const Expr*> scanned_, loop_scoped_;
+  int innermost_coordinate_ = -1;  // the last of c0, c1, ... an expression reads (scan); -1: none
   std::set<DType> used_types_;
   std::string indent_ = "  ";
   int next_ = 0;

@@ -390,6 +390,24 @@ void max_pool_grad_kernel(const KernelContext& ctx) {
           const T* grad = dy + plane * g.oh * g.ow;
           for (int64_t oh = 0; oh < g.oh; ++oh)
             for (int64_t ow = 0; ow < g.ow; ++ow) {
+              const int64_t top = oh * g.sh - g.ph, left = ow * g.sw - g.pw;
+              if (top >= 0 && left >= 0 && top + (g.kh - 1) * g.dh < g.h && left + (g.kw - 1) * g.dw < g.w) {
+                // Inside the input (most windows): no tap is padding.
+                const T* window = in + top * g.w + left;
+                C best = C(window[0]);
+                int64_t at = 0;  // the winning tap's offset from the window's first
+                for (int64_t i = 0; i < g.kh; ++i)
+                  for (int64_t j = 0; j < g.kw; ++j) {
+                    const int64_t offset = i * g.dh * g.w + j * g.dw;
+                    const C v = C(window[offset]);
+                    if (!std::isnan(best) && (v > best || std::isnan(v))) {
+                      best = v;
+                      at = offset;
+                    }
+                  }
+                sums[size_t(top * g.w + left + at)] += C(grad[oh * g.ow + ow]);
+                continue;
+              }
               C best = -std::numeric_limits<C>::infinity();
               int64_t at = -1;  // the winning tap's offset in the plane; -1 for a padded one
               for (int64_t i = 0; i < g.kh; ++i) {
