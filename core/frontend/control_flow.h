@@ -25,10 +25,16 @@ std::vector<Tensor> cond(const Tensor& pred, const BranchFn& then_fn, const Bran
 using LoopCondFn = std::function<Tensor(const std::vector<Tensor>&)>;
 
 // While cond_fn(carried) (a one-element bool tensor) is true, carried = body_fn(carried); returns
-// the last carried values. body_fn must keep each value's dtype and shape. The predicate is read
-// on the host at every iteration: inside kiln::compile that is a graph break (a kiln::Error under
-// fullgraph), as a Python while loop is for torch.compile. Compiling the loop into one program,
-// with the predicate on the device, is not built yet.
+// the last carried values. body_fn must keep each value's dtype and shape.
+// - Eagerly, a host loop.
+// - Traced (inside kiln::compile), as torch.while_loop: cond_fn and body_fn are traced once into
+//   subgraphs of one while_loop node, their ops scoped "while_loop.cond" and "while_loop.body". What
+//   they read from outside (traced values, parameters) becomes the node's operands. The compiled
+//   program has no graph break: it compiles each subgraph (fused) once and runs the loop on the
+//   host, reading the predicate back at every iteration, since no backend branches on the device
+//   yet. A cond_fn or body_fn that reads a tensor's data, or writes a parameter in place, cannot be
+//   traced: the former makes the loop a host loop with graph breaks (an error under fullgraph),
+//   the latter is an error. Gradients through a traced loop are not built (an error naming it).
 std::vector<Tensor> while_loop(const LoopCondFn& cond_fn, const BranchFn& body_fn,
                                std::vector<Tensor> carried, Loc loc = Loc::current());
 

@@ -38,6 +38,9 @@ std::vector<Tensor> run_op_at(OpKind kind, const std::vector<Tensor>& inputs, co
       throw Error(op_error(kind, before, where,
                            "input " + std::to_string(i) + " is an undefined (empty) Tensor"));
     }
+  // Inside a while_loop's subgraph every op with inputs is its node, whatever its inputs' trace.
+  if (!inputs.empty())
+    if (Tracer* sub = subgraph_tracer()) return sub->record(kind, inputs, attrs, where);
   if (Tracer* tracer = tracer_of(inputs)) return tracer->record(kind, inputs, attrs, where);
   // Inside a compiled function every op is traced, eager operands captured: an op on parameters
   // or optimizer state alone must read their values at each call, not once at trace time.

@@ -7,12 +7,18 @@ namespace kiln {
 
 namespace {
 thread_local Tracer* t_compiling = nullptr;
+thread_local Tracer* t_subgraph = nullptr;
 }  // namespace
 
 Tracer* compiling_tracer() { return t_compiling; }
 
 CompilingScope::CompilingScope(Tracer& tracer) : previous_(t_compiling) { t_compiling = &tracer; }
 CompilingScope::~CompilingScope() { t_compiling = previous_; }
+
+Tracer* subgraph_tracer() { return t_subgraph; }
+
+SubgraphScope::SubgraphScope(Tracer& tracer) : previous_(t_subgraph), compiling_(tracer) { t_subgraph = &tracer; }
+SubgraphScope::~SubgraphScope() { t_subgraph = previous_; }
 
 Tracer::Tracer(Device device) : device_(device) {}
 
@@ -59,6 +65,7 @@ Tensor Tracer::input(const TensorType& type, const std::string& name) {
 Value* Tracer::value_of(const Tensor& t) {
   TensorImpl& impl = t.impl();
   if (impl.tracer == this) return impl.value;
+  if (impl.tracer != nullptr && captures_traced) return captured_input(t);
   if (impl.tracer != nullptr)
     throw Error("a tensor from another trace was used here; tensors cannot cross compiled functions");
   for (auto w = writes_.rbegin(); w != writes_.rend(); ++w)  // written earlier in the trace

@@ -1,6 +1,7 @@
 // Attribute accessors with typed errors.
 #include "core/ir/attr.h"
 
+#include "core/ir/text.h"
 #include "core/support/error.h"
 
 namespace kiln {
@@ -30,6 +31,7 @@ const char* attr_type_name(AttrType type) {
     case AttrType::Syms: return "syms";
     case AttrType::Type: return "dtype";
     case AttrType::Tensor: return "tensor";
+    case AttrType::Graph: return "graph";
   }
   return "?";
 }
@@ -47,6 +49,10 @@ bool attr_equal(const Attr& a, const Attr& b) {
   }
   if (auto* l = std::get_if<std::shared_ptr<const Literal>>(&a))
     return **l == *std::get<std::shared_ptr<const Literal>>(b);
+  if (auto* g = std::get_if<std::shared_ptr<const Graph>>(&a)) {  // the same text is the same graph
+    const auto& h = std::get<std::shared_ptr<const Graph>>(b);
+    return *g == h || print_graph(**g) == print_graph(*h);
+  }
   return a == b;
 }
 
@@ -94,6 +100,9 @@ const std::vector<SymInt>& AttrMap::get_syms(const std::string& n) const {
 DType AttrMap::get_dtype(const std::string& n) const { return typed<DType>(*this, n, AttrType::Type); }
 const Literal& AttrMap::get_tensor(const std::string& n) const {
   return *typed<std::shared_ptr<const Literal>>(*this, n, AttrType::Tensor);
+}
+const Graph& AttrMap::get_graph(const std::string& n) const {
+  return *typed<std::shared_ptr<const Graph>>(*this, n, AttrType::Graph);
 }
 
 }  // namespace kiln

@@ -24,12 +24,14 @@ struct Literal {
   bool operator==(const Literal&) const = default;
 };
 
-enum class AttrType { Int, Float, Bool, String, Ints, Floats, Syms, Type, Tensor };
+class Graph;  // core/ir/graph.h: a control-flow op's subgraph (a loop's condition and body)
+
+enum class AttrType { Int, Float, Bool, String, Ints, Floats, Syms, Type, Tensor, Graph };
 const char* attr_type_name(AttrType type);
 
 using Attr = std::variant<int64_t, double, bool, std::string, std::vector<int64_t>,
                           std::vector<double>, std::vector<SymInt>, DType,
-                          std::shared_ptr<const Literal>>;
+                          std::shared_ptr<const Literal>, std::shared_ptr<const Graph>>;
 
 AttrType attr_type(const Attr& attr);
 bool attr_equal(const Attr& a, const Attr& b);
@@ -52,6 +54,7 @@ class AttrMap {
   const std::vector<SymInt>& get_syms(const std::string& name) const;
   DType get_dtype(const std::string& name) const;
   const Literal& get_tensor(const std::string& name) const;
+  const Graph& get_graph(const std::string& name) const;
 
   auto begin() const { return map_.begin(); }
   auto end() const { return map_.end(); }

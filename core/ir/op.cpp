@@ -32,6 +32,7 @@ struct OpTable {
     ops::define_conv(all);
     ops::define_norm(all);
     ops::define_shape(all);
+    ops::define_control(all);
     for (OpDef& d : all) {
       size_t i = size_t(d.kind);
       d.name = kOpNames[i].name;

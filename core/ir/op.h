@@ -25,7 +25,7 @@ enum class OpKind : uint16_t {
 };
 inline constexpr size_t kOpCount = size_t(OpKind::Count_);
 
-enum class OpFamily { Unary, Binary, Reduce, Linalg, Conv, Norm, Shape };
+enum class OpFamily { Unary, Binary, Reduce, Linalg, Conv, Norm, Shape, Control };
 
 struct AttrSpec {
   std::string name;
@@ -129,6 +129,7 @@ void define_linalg(std::vector<OpDef>& table);
 void define_conv(std::vector<OpDef>& table);
 void define_norm(std::vector<OpDef>& table);
 void define_shape(std::vector<OpDef>& table);
+void define_control(std::vector<OpDef>& table);
 // Gradient rules, per family: fill `gradient` and `vjp` of the ops defined above (`table` is
 // indexed by OpKind).
 void define_pointwise_grads(std::vector<OpDef>& table);

@@ -42,9 +42,18 @@ struct Chunk {
 
 class Parser {
  public:
-  explicit Parser(const std::string& text) : text_(text) {}
+  explicit Parser(const std::string& text, size_t pos = 0) : text_(text), pos_(pos) {}
 
   Graph parse(std::string* name_out) {
+    Graph graph = parse_one(name_out);
+    skip();
+    if (pos_ < text_.size()) fail("expected end of input after the graph");
+    return graph;
+  }
+
+ private:
+  // One `graph @name(...) { ... }`, leaving the position after its closing brace.
+  Graph parse_one(std::string* name_out) {
     expect_word("graph");
     expect('@', "before the graph name");
     std::string name = word("a graph name");
@@ -72,13 +81,17 @@ class Parser {
     }
     graph_.set_outputs(std::move(outputs));
     expect('}', "to close the graph body");
-    skip();
-    if (pos_ < text_.size()) fail("expected end of input after the graph");
     apply_hints();
     return std::move(graph_);
   }
 
- private:
+  // A subgraph attribute (a loop's condition or body): a graph of its own, with its own values.
+  std::shared_ptr<const Graph> parse_subgraph() {
+    Parser nested(text_, pos_);
+    auto graph = std::make_shared<const Graph>(nested.parse_one(nullptr));
+    pos_ = nested.pos_;
+    return graph;
+  }
   // ---- errors and positions
   [[noreturn]] void fail_at(size_t pos, const std::string& what) const {
     size_t line = 1, col = 1;
@@ -295,10 +308,11 @@ class Parser {
     if (eat_word("dense")) return parse_literal();
     if (eat_word("true")) return true;
     if (eat_word("false")) return false;
+    if (at_word("graph")) return parse_subgraph();
     if (pos_ < text_.size() && is_ident_start(text_[pos_]) && !at_word("inf") && !at_word("nan")) {
       DType d;
       if (parse_dtype(word("a value"), &d)) return d;
-      fail_at(at, "expected an attribute value (number, string, list, dtype, true/false, dense<...>)");
+      fail_at(at, "expected an attribute value (number, string, list, dtype, true/false, dense<...>, graph @name(...) {...})");
     }
     std::string t = number_token();
     int64_t i;
@@ -306,7 +320,7 @@ class Parser {
     if (to_int64(t, &i)) return i;
     if (looks_integral(t)) fail_at(at, "expected an integer within i64 range");
     if (to_floating(t, &f)) return f;
-    fail_at(at, "expected an attribute value (number, string, list, dtype, true/false, dense<...>)");
+    fail_at(at, "expected an attribute value (number, string, list, dtype, true/false, dense<...>, graph @name(...) {...})");
   }
 
   // Ints unless an element is a float; syms when an element is symbolic. Empty lists and

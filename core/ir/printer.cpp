@@ -167,6 +167,18 @@ std::string format_typed_value(const std::string& ref, const Value* v) {
   return s;
 }
 
+// A subgraph inside a node's attributes: its own text, indented under the node, with its own value
+// numbers (a subgraph reads only its inputs).
+std::string nested_graph(const Graph& graph, std::string_view name) {
+  const std::string text = print_graph(graph, name);
+  std::string s;
+  for (size_t i = 0; i + 1 < text.size(); ++i) {
+    s += text[i];
+    if (text[i] == '\n') s += "    ";
+  }
+  return s;
+}
+
 }  // namespace
 
 std::string quote_string(std::string_view text) {
@@ -208,6 +220,8 @@ std::string print_attr(const Attr& attr) {
         else if constexpr (std::is_same_v<T, std::vector<SymInt>>)
           return format_list(v, [](const SymInt& d) { return d.str(); });
         else if constexpr (std::is_same_v<T, DType>) return std::string(dtype_name(v));
+        else if constexpr (std::is_same_v<T, std::shared_ptr<const Graph>>)
+          return v ? nested_graph(*v, "graph") : std::string("graph<null>");
         else return v ? format_literal(*v) : std::string("dense<null>");
       },
       attr);
@@ -264,7 +278,8 @@ std::string print_graph(const Graph& graph, std::string_view name) {
       s += " {";
       bool first = true;
       for (const auto& [attr_name, value] : n->attrs) {
-        s += (first ? "" : ", ") + attr_name + "=" + print_attr(value);
+        const auto* sub = std::get_if<std::shared_ptr<const Graph>>(&value);
+        s += (first ? "" : ", ") + attr_name + "=" + (sub && *sub ? nested_graph(**sub, attr_name) : print_attr(value));
         first = false;
       }
       s += "}";

@@ -137,6 +137,16 @@ class Verifier {
       }
     }
 
+    for (const auto& [name, attr] : n.attrs)  // a control-flow op's subgraphs are judged too
+      if (const auto* sub = std::get_if<std::shared_ptr<const Graph>>(&attr)) {
+        if (!*sub) {
+          report(who, "subgraph '" + name + "' is null");
+          typable = false;
+          continue;
+        }
+        for (const std::string& problem : Verifier(**sub).run()) report(who, "in subgraph '" + name + "': " + problem);
+      }
+
     if (!typable) return;
     std::vector<TensorType> written;
     for (const Value* v : n.outputs) written.push_back(v->type);

@@ -58,6 +58,8 @@ class ConstantFolder {
  private:
   bool foldable(const Node& n) {
     if (n.kind == OpKind::Constant || n.inputs.empty()) return false;
+    // A loop may run any number of iterations: that time belongs to the run, not to the compile.
+    if (op_def(n.kind).family == OpFamily::Control) return false;
     for (const Value* in : n.inputs)
       if (!literal_of(in)) return false;
     if (has_symbolic_attr(n.attrs)) return false;

@@ -10,6 +10,7 @@
 #include "core/runtime/horizontal_fusion.h"
 #include "core/runtime/planned_program.h"
 #include "core/runtime/schedule.h"
+#include "core/runtime/segmented_program.h"
 #include "core/runtime/standard_passes.h"
 #include "core/support/error.h"
 #include "core/support/log.h"
@@ -101,16 +102,23 @@ CompiledGraph compile_graph(Graph& graph, Device device, const CompileGraphOptio
     out.program = make_interpreted_program(graph);
     return out;
   }
+  if (has_control_flow(graph)) {  // segments between loops, each through the stages below
+    out.program = make_segmented_program(graph, device, options.program, pipeline.dump_dir);
+    return out;
+  }
   StageDump dump(pipeline.dump_dir, int(out.passes.size()) + 1);
   out.program = std::make_unique<PlannedProgram>(run_program_stages(graph, backend, options.program, dump),
                                                  device, options.program);
   return out;
 }
 
-std::unique_ptr<DeviceProgram> build_program(const Graph& graph, Device device, const ProgramOptions& options) {
+std::unique_ptr<DeviceProgram> build_program(const Graph& graph, Device device, const ProgramOptions& options,
+                                             const std::string& dump_dir) {
   Backend& backend = device.backend();
   if (!backend.codegen()) return make_interpreted_program(graph);
-  return std::make_unique<PlannedProgram>(run_program_stages(graph, backend, options), device, options);
+  if (has_control_flow(graph)) return make_segmented_program(graph, device, options, dump_dir);
+  return std::make_unique<PlannedProgram>(run_program_stages(graph, backend, options, StageDump(dump_dir, 1)),
+                                          device, options);
 }
 
 }  // namespace kiln

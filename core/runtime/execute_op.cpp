@@ -2,6 +2,7 @@
 #include "core/runtime/execute_op.h"
 
 #include "core/runtime/checked.h"
+#include "core/runtime/while_loop.h"
 #include "core/support/error.h"
 
 namespace kiln {
@@ -62,6 +63,11 @@ std::vector<DeviceTensor> execute_op(OpKind kind, const std::vector<DeviceTensor
   }
   AttrMap full;  // attributes with defaults, completed once for the rule and the backend
   std::vector<TensorType> out_types = infer_types(kind, in_types, attrs, where, &full);
+  if (kind == OpKind::WhileLoop) {  // control flow runs its subgraphs' ops, each checked on its own
+    std::vector<DeviceTensor> outputs = interpret_while_loop(inputs, full, where);
+    if (completed) *completed = std::move(full);
+    return outputs;
+  }
   auto run = [&] { return run_on_device(kind, inputs, full, in_types, out_types, where); };
   std::vector<DeviceTensor> outputs =
       checked_mode() ? run_checked(kind, inputs, attrs, where, run) : run();

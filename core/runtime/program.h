@@ -52,8 +52,10 @@ class DeviceProgram {
 // The program for `device` from an already optimized graph: compile_graph's stages after the graph
 // passes (fused kernels and a planned arena on code-generating backends; the node-by-node
 // interpreter elsewhere). Defined in compile_graph.cpp.
+// `dump_dir`, when not empty, receives the stages' dumps.
 std::unique_ptr<DeviceProgram> build_program(const Graph& graph, Device device,
-                                             const ProgramOptions& options = {});
+                                             const ProgramOptions& options = {},
+                                             const std::string& dump_dir = "");
 // The graph run node by node through the device's execute().
 std::unique_ptr<DeviceProgram> make_interpreted_program(const Graph& graph);
 

@@ -115,6 +115,7 @@ int64_t estimate_flops(const Node& node) {
     case OpFamily::Reduce: return node.inputs.empty() ? 0 : elements(in(0));
     case OpFamily::Norm: return node.inputs.empty() ? 0 : 5 * elements(in(0));
     case OpFamily::Shape: return 0;  // data movement
+    case OpFamily::Control: return 0;  // its subgraphs' ops are counted where they run
     case OpFamily::Linalg: {
       // Every linalg op contracts over its first input's last dim.
       const Shape& a = in(0).shape;

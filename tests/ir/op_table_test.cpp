@@ -21,9 +21,11 @@ TEST(OpTable, EveryOpIsDefinedOnceWithAUniqueName) {
   EXPECT_FALSE(find_op("no_such_op").has_value());
 }
 
+// Control-flow ops have no kernel of their own: they run their subgraphs' ops (execute_op.cpp).
 TEST(OpTable, EveryOpHasACpuReferenceKernel) {
   for (size_t i = 0; i < kOpCount; ++i)
-    EXPECT_NE(reference::kernels().get(OpKind(i)), nullptr) << op_name(OpKind(i));
+    if (op_def(OpKind(i)).family != OpFamily::Control)
+      EXPECT_NE(reference::kernels().get(OpKind(i)), nullptr) << op_name(OpKind(i));
 }
 
 TEST(OpTable, AttributesAreCompletedAndChecked) {

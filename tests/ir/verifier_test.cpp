@@ -214,5 +214,39 @@ TEST(Verifier, JudgesParsedTextAsWritten) {
   EXPECT_NE(problems[1].find("'dim'"), std::string::npos) << problems[1];
 }
 
+
+// A while_loop's subgraphs are judged with it: a body that changes a carried value's type, a cond
+// that returns no bool, and a defect inside a subgraph are each reported on the loop's node.
+const char* kLoop = R"(graph @g(%0: f32[3]) {
+  %1: f32[3] = while_loop(%0) {body=graph @body(%0: f32[3]) {
+      %1: f32[3] = neg(%0)
+      return BODY
+    }, carried=1, cond=graph @cond(%0: f32[3]) {
+      %1: f32[] = sum(%0) {dims=[], keepdim=false}
+      %2: bool[] = gt(%1, %1)
+      return COND
+    }}
+  return %1
+})";
+
+Graph loop_graph(const std::string& body_result, const std::string& cond_result, const std::string& neg_type = "f32[3]") {
+  std::string text = kLoop;
+  text.replace(text.find("BODY"), 4, body_result);
+  text.replace(text.find("COND"), 4, cond_result);
+  text.replace(text.find("f32[3] = neg"), 6, neg_type);
+  return parse_graph(text);
+}
+
+TEST(Verifier, WhileLoopSubgraphsAreJudgedWithTheLoop) {
+  EXPECT_TRUE(verify_graph(loop_graph("%1", "%2")).empty());
+  expect_one_problem(loop_graph("%1", "%1"), {"'while_loop'", "the cond subgraph must return one one-element bool"});
+  // The mistyped neg inside the body, and the body's result that follows from it.
+  const std::vector<std::string> problems = verify_graph(loop_graph("%1", "%2", "f32[4]"));
+  ASSERT_EQ(problems.size(), 2u);
+  EXPECT_NE(problems[0].find("'while_loop': in subgraph 'body': node 0 'neg'"), std::string::npos) << problems[0];
+  EXPECT_NE(problems[0].find("the shape rule gives f32[3]"), std::string::npos) << problems[0];
+  EXPECT_NE(problems[1].find("the body subgraph returns (f32[4])"), std::string::npos) << problems[1];
+}
+
 }  // namespace
 }  // namespace kiln

@@ -102,8 +102,9 @@ TEST(LoweringTable, CoversEveryOp) {
     covered.insert(c.kind);
     EXPECT_TRUE(names.insert(c.name).second) << "duplicate case name " << c.name;
   }
-  for (size_t i = 0; i < kOpCount; ++i)
-    EXPECT_TRUE(covered.count(OpKind(i))) << "no lowering_test row for op '" << op_name(OpKind(i)) << "'";
+  for (size_t i = 0; i < kOpCount; ++i)  // control flow lowers its subgraphs (segmented_program.h)
+    if (op_def(OpKind(i)).family != OpFamily::Control)
+      EXPECT_TRUE(covered.count(OpKind(i))) << "no lowering_test row for op '" << op_name(OpKind(i)) << "'";
 }
 
 // Every kernel names the graph node it computes, so the debugger can map GPU code back to it.
