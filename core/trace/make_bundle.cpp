@@ -175,6 +175,10 @@ Bundle make_bundle(const Graph& graph, const MakeBundleOptions& options) {
       bn.no_kernel = "constant: uploaded once, computed by no kernel";
       continue;
     }
+    if (op_def(n.kind).family == OpFamily::Control) {
+      bn.no_kernel = std::string(op_name(n.kind)) + ": runs its subgraphs (shown in the IR), each a program of its own";
+      continue;
+    }
     std::vector<TensorType> in_types, out_types;
     for (const Value* v : n.inputs) in_types.push_back(v->type);
     for (const Value* v : n.outputs) out_types.push_back(v->type);

@@ -583,6 +583,27 @@ TEST(CudaEmulatedCompile, HalfAndIntegerFusionsMatchCpu) {
   for (size_t k = 0; k < got.size(); ++k) expect_close(got[k], want[k], 2e-3, 2e-3);
 }
 
+// A compiled while_loop in the CUDA dialect: the cond and body compile to kernels of their own, and
+// the number of iterations follows each input (here 5 and 0), with one compile and no graph break.
+TEST(CudaEmulatedCompile, AWhileLoopRunsItsCompiledBodyAsOftenAsTheDataSays) {
+  Device dev = emulated_device();
+  auto fn = [](const Tensor& x, const Tensor& w) {
+    return while_loop([](const std::vector<Tensor>& c) { return lt(amax(c[0], {}), 50.0); },
+                      [&w](const std::vector<Tensor>& c) { return std::vector<Tensor>{relu(c[0] * w) + 1.0}; },
+                      {x})[0];
+  };
+  auto fast = compile(fn, CompileOptions{.fullgraph = true});
+  const Tensor w = from_vector<float>({2, -1, 1.5f}, {3});
+  for (const std::vector<float>& x : {std::vector<float>{1, 3, 2}, std::vector<float>{60, 0, 0}}) {
+    const size_t launches = dynamic_cast<CudaEmulatedBackend&>(dev.backend()).emulator().stats().launches;
+    Tensor got = fast(from_vector(x, {3}).to(dev), w.to(dev));
+    expect_close(got, fn(from_vector(x, {3}), w), 1e-6, 1e-6);
+    EXPECT_GT(dynamic_cast<CudaEmulatedBackend&>(dev.backend()).emulator().stats().launches, launches);
+  }
+  EXPECT_EQ(fast.stats().compiles, 1);
+  EXPECT_EQ(fast.stats().graph_breaks, 0);
+}
+
 TEST(CudaEmulatedCompile, EagerOpsOnTheDeviceMatchCpu) {
   Device dev = emulated_device();
   Tensor a = randn({3, 70}, Device::cpu(), 3), b = randn({70}, Device::cpu(), 4);

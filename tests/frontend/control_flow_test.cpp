@@ -180,6 +180,25 @@ TEST(WhileLoop, ServesChangingSizesWithoutCompilingPerSize) {
   }
 }
 
+// The debug bundle shows the loop's node (computed by no kernel of its own) and its subgraphs in
+// the IR, each op with its line and scope.
+TEST(WhileLoop, TheBundleShowsTheSubgraphsWithTheirLinesAndScopes) {
+  const std::string dir = ::testing::TempDir() + "while_loop_bundle";
+  auto fast = compile([](const Tensor& x) { return doubling(x)[0]; }, {.debug_dir = dir});
+  fast(from_vector<float>({1, 2}, {2}));
+  const trace::Bundle bundle = fast.bundle();
+  bool loop_node = false;
+  for (const trace::BundleNode& n : bundle.nodes)
+    loop_node = loop_node || (n.op == "while_loop" && n.no_kernel.find("runs its subgraphs") != std::string::npos);
+  EXPECT_TRUE(loop_node);
+  ASSERT_FALSE(bundle.passes.empty());
+  const std::string& ir = bundle.passes.back().ir;
+  EXPECT_NE(ir.find("while_loop("), std::string::npos) << ir;
+  EXPECT_NE(ir.find("scope=\"while_loop.body\""), std::string::npos) << ir;
+  EXPECT_NE(ir.find("scope=\"while_loop.cond\""), std::string::npos) << ir;
+  EXPECT_NE(ir.find("control_flow_test.cpp\":"), std::string::npos) << ir;
+}
+
 // A loop inside a loop: the inner one's subgraphs are compiled inside the outer body's program.
 TEST(WhileLoop, NestedLoopsCompile) {
   auto nested = [](const Tensor& x) {
