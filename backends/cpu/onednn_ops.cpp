@@ -316,6 +316,16 @@ bool all_f32_4d(const OpRun& run) {
 
 memory::desc f32(const memory::dims& dims, tag layout) { return memory::desc(dims, memory::data_type::f32, layout); }
 
+// A conv primitive's three operands as the caller holds them (nchw, and the weights in
+// `weights_layout`), and their tag::any twins, from which oneDNN picks its blocked layouts.
+struct ConvDescs {
+  memory::desc src, weights, dst, any_src, any_weights, any_dst;
+};
+ConvDescs conv_descs(const memory::dims& src, const memory::dims& weights, tag weights_layout, const memory::dims& dst) {
+  return {f32(src, tag::nchw), f32(weights, weights_layout), f32(dst, tag::nchw),
+          f32(src, tag::any),  f32(weights, tag::any),       f32(dst, tag::any)};
+}
+
 double conv_flops(const std::vector<int64_t>& out, const std::vector<int64_t>& weight) {
   double flops = 2;
   for (int64_t d : out) flops *= double(d);
@@ -335,21 +345,20 @@ std::unique_ptr<OneDnnOp> make_conv_transpose(const OpRun& run) {
   const Window2d win = window_2d(run.attrs, {y[2], y[3]}, {x[2], x[3]}, {weight[2], weight[3]});
   const memory::dims w_dims = groups == 1 ? memory::dims{y[1], x[1], weight[2], weight[3]}
                                           : memory::dims{groups, y[1] / groups, x[1] / groups, weight[2], weight[3]};
-  const memory::desc src = f32(x, tag::nchw), dst = f32(y, tag::nchw), w = f32(w_dims, groups == 1 ? tag::iohw : tag::giohw);
+  const ConvDescs d = conv_descs(x, w_dims, groups == 1 ? tag::iohw : tag::giohw, y);
   std::optional<memory::desc> bias;
   if (run.inputs.size() == 3) bias = memory::desc({y[1]}, memory::data_type::f32, tag::a);
-  const memory::desc any_src = f32(x, tag::any), any_dst = f32(y, tag::any), any_w = f32(w_dims, tag::any);
   const auto kind = dnnl::prop_kind::forward_inference;
   const auto algo = dnnl::algorithm::deconvolution_direct;
   dnnl::deconvolution_forward::primitive_desc pd(
-      bias ? dnnl::deconvolution_forward::desc(kind, algo, any_src, any_w, *bias, any_dst, win.strides, win.dilates,
-                                               win.pad_l, win.pad_r)
-           : dnnl::deconvolution_forward::desc(kind, algo, any_src, any_w, any_dst, win.strides, win.dilates, win.pad_l,
-                                               win.pad_r),
+      bias ? dnnl::deconvolution_forward::desc(kind, algo, d.any_src, d.any_weights, *bias, d.any_dst, win.strides,
+                                               win.dilates, win.pad_l, win.pad_r)
+           : dnnl::deconvolution_forward::desc(kind, algo, d.any_src, d.any_weights, d.any_dst, win.strides,
+                                               win.dilates, win.pad_l, win.pad_r),
       engine());
   const ConvOperands roles{DNNL_ARG_SRC, DNNL_ARG_WEIGHTS, DNNL_ARG_DST, pd.src_desc(), pd.weights_desc(), pd.dst_desc()};
   const void* constant_weights = run.inputs[1].buffer ? reference::host_data(*run.inputs[1].buffer) : nullptr;
-  return std::make_unique<BlockedConv>(dnnl::deconvolution_forward(pd), roles, src, w, dst, bias,
+  return std::make_unique<BlockedConv>(dnnl::deconvolution_forward(pd), roles, d.src, d.weights, d.dst, bias,
                                        std::vector<Primitive::Arg>{}, constant_weights,
                                        conv_flops(x, weight) < kSerialFlops);
 }
@@ -365,22 +374,21 @@ std::unique_ptr<OneDnnOp> make_conv_weight_grad(const OpRun& run) {
   const Window2d win = window_2d(run.attrs, {x[2], x[3]}, {g[2], g[3]}, {dw[2], dw[3]});
   const memory::dims w_dims = groups == 1 ? memory::dims(dw.begin(), dw.end())
                                           : memory::dims{groups, dw[0] / groups, dw[1], dw[2], dw[3]};
-  const memory::desc src = f32(x, tag::nchw), dst = f32(g, tag::nchw), w = f32(w_dims, groups == 1 ? tag::oihw : tag::goihw);
-  const memory::desc any_src = f32(x, tag::any), any_dst = f32(g, tag::any), any_w = f32(w_dims, tag::any);
+  const ConvDescs d = conv_descs(x, w_dims, groups == 1 ? tag::oihw : tag::goihw, g);
   const auto algo = dnnl::algorithm::convolution_direct;
   const dnnl::convolution_forward::primitive_desc hint(
-      dnnl::convolution_forward::desc(dnnl::prop_kind::forward_training, algo, any_src, any_w, any_dst, win.strides,
-                                      win.dilates, win.pad_l, win.pad_r),
+      dnnl::convolution_forward::desc(dnnl::prop_kind::forward_training, algo, d.any_src, d.any_weights, d.any_dst,
+                                      win.strides, win.dilates, win.pad_l, win.pad_r),
       engine());
   dnnl::convolution_backward_weights::primitive_desc pd(
-      dnnl::convolution_backward_weights::desc(algo, any_src, any_w, any_dst, win.strides, win.dilates, win.pad_l,
-                                               win.pad_r),
+      dnnl::convolution_backward_weights::desc(algo, d.any_src, d.any_weights, d.any_dst, win.strides, win.dilates,
+                                               win.pad_l, win.pad_r),
       engine(), hint);
   // The output gradient takes the weights' place, reordered on every call: an activation's
   // gradient is seldom seen twice, and a kept copy would hold its memory.
   const ConvOperands roles{DNNL_ARG_SRC, DNNL_ARG_DIFF_DST, DNNL_ARG_DIFF_WEIGHTS, pd.src_desc(), pd.diff_dst_desc(),
                            pd.diff_weights_desc(), false};
-  return std::make_unique<BlockedConv>(dnnl::convolution_backward_weights(pd), roles, src, dst, w, std::nullopt,
+  return std::make_unique<BlockedConv>(dnnl::convolution_backward_weights(pd), roles, d.src, d.dst, d.weights, std::nullopt,
                                        std::vector<Primitive::Arg>{}, nullptr, conv_flops(g, dw) < kSerialFlops);
 }
 

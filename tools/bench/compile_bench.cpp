@@ -1,5 +1,5 @@
 // kiln-bench-compile: compiled vs eager on one device, in the same run, for the workloads the
-// compile targets name: a 24-op pointwise chain on 16M floats, the seed CNN (conv 3->64 k3, relu,
+// compile targets name: a 24-op pointwise chain on 16M floats, a data-dependent loop, the seed CNN (conv 3->64 k3, relu,
 // max pool 2, flatten; batch 8, 224x224), the samples' MLP and transformer block; the memory plan
 // (naive / lower bound / planned) of each; and ReduceOverhead's host cost per kernel.
 #include <time.h>
@@ -49,6 +49,17 @@ Tensor chain24(const Tensor& x) {
     y = sigmoid(y) * 2.0;
   }
   return y;
+}
+
+// A data-dependent loop (kiln::while_loop): 20 iterations of a 5-op body, the count carried on the
+// device. Eagerly every iteration reads the predicate on the host; compiled, one program runs the
+// loop with its cond and body compiled once.
+Tensor loop20(const Tensor& x) {
+  return while_loop([](const std::vector<Tensor>& c) { return lt(c[0], 20.0); },
+                    [](const std::vector<Tensor>& c) {
+                      return std::vector<Tensor>{c[0] + 1.0, sigmoid(c[1] * 1.5 - 0.5) * 2.0 + 0.1};
+                    },
+                    {amax(x) * 0.0, x})[1];
 }
 
 std::string mib(int64_t bytes) {
@@ -125,6 +136,8 @@ int run(int argc, char** argv) {
   const int64_t side = small ? 256 : 4096;  // 4096^2 = 16M floats
   Tensor big = randn({side, side}, dev, 3);
   row("pointwise chain, 24 ops", reps, dev, [](const Tensor& x) { return chain24(x); }, big);
+  Tensor loop_in = randn({small ? 64 : 1024, 1024}, dev, 7);
+  row("while_loop, 20 iterations of 5 ops", reps, dev, [](const Tensor& x) { return loop20(x); }, loop_in);
   samples::SeedCnn cnn(dev);
   Tensor images = randn({small ? 1 : 8, 3, small ? 32 : 224, small ? 32 : 224}, dev, 4);
   row("seed CNN", reps, dev, [](samples::SeedCnn& m, const Tensor& x) { return m.forward(x); }, cnn, images);
