@@ -133,18 +133,28 @@ class RecordedGraph {
 
 // The gradient program for a graph structure on a device, compiled on first use. The cache is per
 // thread: thread_local objects are destroyed at exit before the backends close (their atexit
-// handlers run after), so no program outlives the device it runs on.
+// handlers run after), so no program outlives the device it runs on. Only the program that ran last
+// keeps its intermediates (its arena) between runs: a training loop's one backward reuses its arena
+// at every step, while the arenas of backwards that ran before are freed, as a compiled function
+// holds one program's arena at a time.
 std::vector<Tensor> run_gradient_graph(Graph& graph, const std::vector<Tensor>& inputs, Device device) {
   thread_local std::map<std::string, std::unique_ptr<DeviceProgram>> programs;
+  thread_local DeviceProgram* last_run = nullptr;
   std::string key = print_graph(graph) + "\n" + device.name();
   for (const Tensor& t : inputs) key += "\n" + t.type().str();
   auto it = programs.find(key);
   if (it == programs.end()) {
-    if (programs.size() >= 1024) programs.clear();  // a cap against unbounded growth
+    if (programs.size() >= 1024) {  // a cap against unbounded growth
+      programs.clear();
+      last_run = nullptr;
+    }
     it = programs.emplace(key, compile_graph(graph, device).program).first;
   }
+  DeviceProgram& program = *it->second;
+  if (last_run && last_run != &program) last_run->release_intermediates();
+  last_run = &program;
   NoGradGuard no_grad;
-  return run_program(*it->second, inputs);
+  return run_program(program, inputs);
 }
 
 // Gradients of the roots (seeded) with respect to `wrt`, or to every leaf reached that requires
