@@ -1,6 +1,7 @@
 // NodeContext: operand and attribute access for op mappings, and emission with import-time folding.
 #include "core/onnx/import_context.h"
 
+#include <algorithm>
 #include <cstring>
 
 #include "core/frontend/dispatch.h"
@@ -184,7 +185,7 @@ std::vector<Value*> NodeContext::import_subgraph(const std::string& name,
          std::to_string(inputs.size()));
   const std::map<std::string, Value*> outer = ctx_.values;
   for (size_t k = 0; k < inputs.size(); ++k) ctx_.values[a->g().input(int(k)).name()] = inputs[k];
-  for (const auto& node : a->g().node()) ctx_.map_node(node);
+  for (const auto& node : a->g().node()) ctx_.map_node(ctx_, node);
   std::vector<Value*> outputs;
   for (const auto& out : a->g().output()) {
     auto it = ctx_.values.find(out.name());
@@ -196,6 +197,69 @@ std::vector<Value*> NodeContext::import_subgraph(const std::string& name,
   }
   ctx_.values = outer;
   return outputs;
+}
+
+namespace {
+
+// The names a graph's nodes read (in nested graph attributes too) that it does not define itself.
+void free_names(const kiln_onnx::GraphProto& g, std::set<std::string>* defined, std::vector<std::string>* free) {
+  for (const auto& in : g.input()) defined->insert(in.name());
+  for (const auto& init : g.initializer()) defined->insert(init.name());
+  for (const auto& node : g.node()) {
+    for (const auto& in : node.input())
+      if (!in.empty() && !defined->count(in) && std::find(free->begin(), free->end(), in) == free->end())
+        free->push_back(in);
+    for (const auto& a : node.attribute())
+      if (a.type() == kiln_onnx::AttributeProto::GRAPH) {
+        std::set<std::string> inner = *defined;
+        free_names(a.g(), &inner, free);
+      }
+    for (const auto& out : node.output()) defined->insert(out);
+  }
+}
+
+}  // namespace
+
+NodeContext::Subgraph NodeContext::import_subgraph_as_graph(const std::string& name,
+                                                            const std::vector<TensorType>& formal,
+                                                            const std::vector<TensorType>& extra) {
+  const auto* a = find_attr(name);
+  if (!a || a->type() != kiln_onnx::AttributeProto::GRAPH) fail("attribute '" + name + "' must be a graph");
+  const kiln_onnx::GraphProto& body = a->g();
+  if (formal.size() != size_t(body.input_size()))
+    fail(name + " takes " + std::to_string(body.input_size()) + " inputs, the node gives " +
+         std::to_string(formal.size()));
+  if (body.initializer_size() > 0) unsupported(name + " with initializers of its own, run as a loop");
+  Subgraph out;
+  out.graph = std::make_shared<Graph>();
+  Graph& g = *out.graph;
+  ImportContext sub(g, ctx_.model_dir, ctx_.options, ctx_.fixed_inputs);
+  sub.map_node = ctx_.map_node;
+  for (size_t k = 0; k < formal.size(); ++k) sub.values[body.input(int(k)).name()] = g.add_input(formal[k], body.input(int(k)).name());
+  for (const TensorType& t : extra) g.add_input(t);
+  std::set<std::string> defined;
+  std::vector<std::string> free;
+  free_names(body, &defined, &free);
+  for (const std::string& outer_name : free) {
+    auto it = ctx_.values.find(outer_name);
+    if (it == ctx_.values.end()) continue;  // unknown: its reader says so
+    if (const Literal* lit = constant_of(it->second)) {
+      Node* c = g.add_node(OpKind::Constant, {}, {{"value", std::make_shared<const Literal>(*lit)}}, provenance_);
+      sub.values[outer_name] = c->output();
+    } else {
+      sub.values[outer_name] = g.add_input(it->second->type, outer_name);
+      out.captured.push_back(it->second);
+    }
+  }
+  for (const auto& node : body.node()) ctx_.map_node(sub, node);
+  std::vector<Value*> outputs;
+  for (const auto& o : body.output()) {
+    auto it = sub.values.find(o.name());
+    if (it == sub.values.end()) unsupported(name + " output '" + o.name() + "' is not produced");
+    outputs.push_back(it->second);
+  }
+  g.set_outputs(outputs);
+  return out;
 }
 
 void NodeContext::require_attr_int(const std::string& name, int64_t expected) const {

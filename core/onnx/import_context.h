@@ -91,6 +91,16 @@ class NodeContext {
   // this graph with the enclosing values in scope and its inputs bound to `inputs`; the names it
   // defines are dropped afterwards. Each call maps the nodes again (an unrolled iteration).
   std::vector<Value*> import_subgraph(const std::string& name, const std::vector<Value*>& inputs = {});
+  // Graph attribute `name` as a kiln graph of its own (a Loop's body run by while_loop): its inputs
+  // are `formal` (the attribute's inputs, in order), then `extra`, then one per enclosing value it
+  // reads (`captured` receives those values; enclosing constants are copied in instead). Returns the
+  // graph with the attribute's outputs as its outputs.
+  struct Subgraph {
+    std::shared_ptr<Graph> graph;
+    std::vector<Value*> captured;
+  };
+  Subgraph import_subgraph_as_graph(const std::string& name, const std::vector<TensorType>& formal,
+                                    const std::vector<TensorType>& extra);
   // Rejects attributes that the mapping ignores when they hold a non-default value.
   void require_attr_int(const std::string& name, int64_t expected) const;
 
@@ -149,8 +159,9 @@ class ImportContext {
   std::map<std::string, Value*> values;       // ONNX value name -> kiln value
   std::set<std::string> real_inputs;          // names of the model's graph inputs
   std::set<const Value*> initializer_values;  // constants that came from initializers
-  // Maps one node as the importer does (collecting what is unsupported): for subgraphs.
-  std::function<void(const kiln_onnx::NodeProto&)> map_node;
+  // Maps one node into a context as the importer does (collecting what is unsupported): for
+  // subgraphs, inlined into this context or imported into a graph of their own.
+  std::function<void(ImportContext&, const kiln_onnx::NodeProto&)> map_node;
 };
 
 // Shape decisions made on symbolic dims while importing, each with the node that made it.

@@ -179,7 +179,7 @@ struct Importer {
     Graph& g = result.graph;
     const std::string dir = std::filesystem::path(path).parent_path().string();
     ImportContext ctx(g, dir, options, fixed);
-    ctx.map_node = [&](const kiln_onnx::NodeProto& node) { map_node(ctx, node); };
+    ctx.map_node = [this](ImportContext& into, const kiln_onnx::NodeProto& node) { map_node(into, node); };
     const auto& graph = model.graph();
 
     std::set<std::string> initializer_names;

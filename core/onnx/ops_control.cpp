@@ -1,7 +1,8 @@
 // ONNX control flow -> kiln ops. If: both branches are imported into the graph and each output
 // selects between them (where), as kiln::cond traces; a condition known at import picks one
-// branch. Loop and Scan are unrolled at import: a Loop needs its trip count and condition known
-// (they decide the output shapes), a Scan a static sequence length.
+// branch. Loop is unrolled at import while its trip count and conditions are known, and runs as a
+// while_loop from where they are not (without scan outputs, whose size that would decide). Scan is
+// unrolled over a static sequence length.
 #include <algorithm>
 
 #include "core/onnx/import_context.h"
@@ -65,13 +66,89 @@ Value* stack(N& n, const std::vector<Value*>& parts, int64_t axis) {
 
 Value* scalar_i64(N& n, int64_t v) { return n.scalar(double(v), DType::I64); }
 
+// A Loop whose iterations are not all known at import, from iteration `first` on, as one
+// while_loop: carried (i, cond, v...), then the trip count M (when given) and the enclosing values
+// the body reads. Its cond subgraph is i < M and cond; its body is the ONNX body, plus i + 1.
+// Scan outputs would grow with each iteration, so a Loop with them stays unsupported here.
+void loop_on_device(N& n, int64_t first, Value* go, std::vector<Value*> carried) {
+  const size_t scan_count = n.num_outputs() - carried.size();
+  if (scan_count > 0)
+    n.unsupported("a Loop whose iteration count is known only at run time, with scan outputs (they would "
+                  "grow with each iteration; kiln's while_loop keeps each value's shape)");
+  Value* trips = n.has_input(0) ? n.cast(n.input(0), DType::I64) : nullptr;
+  if (trips && trips->type.rank() != 0) trips = n.reshape(trips, {});
+  std::vector<Value*> operands = {scalar_i64(n, first), go->type.rank() == 0 ? go : n.reshape(go, {})};
+  operands.insert(operands.end(), carried.begin(), carried.end());
+  std::vector<TensorType> carried_types;
+  for (Value* v : operands) carried_types.push_back(v->type);
+  std::vector<TensorType> extra;
+  if (trips) extra.push_back(trips->type);
+  NodeContext::Subgraph body = n.import_subgraph_as_graph("body", carried_types, extra);
+  if (trips) operands.push_back(trips);
+  operands.insert(operands.end(), body.captured.begin(), body.captured.end());
+
+  // The body's results: i + 1, its condition as one bool, its carried values.
+  Graph& b = *body.graph;
+  std::vector<Value*> results = b.outputs();
+  if (results.size() != carried.size() + 1)
+    n.fail("the body gives " + std::to_string(results.size()) + " outputs for " + std::to_string(carried.size()) +
+           " carried values");
+  const Provenance& where = n.provenance();
+  auto one = [&](DType dtype) {
+    Literal lit;
+    lit.dtype = dtype;
+    lit.bytes.assign(dtype_size(dtype), 0);
+    const int64_t v = 1;
+    convert_elements(&v, DType::I64, lit.bytes.data(), dtype, 1);
+    return b.add_node(OpKind::Constant, {}, {{"value", std::make_shared<const Literal>(lit)}}, where)->output();
+  };
+  Value* next_i = b.add_node(OpKind::Add, {b.inputs()[0], one(DType::I64)}, {}, where)->output();
+  Value* again = results[0];
+  if (again->type.dtype != DType::Bool) again = b.add_node(OpKind::Cast, {again}, {{"dtype", DType::Bool}}, where)->output();
+  if (again->type.rank() != 0) again = b.add_node(OpKind::Reshape, {again}, {{"shape", std::vector<SymInt>{}}}, where)->output();
+  std::vector<Value*> next = {next_i, again};
+  for (size_t k = 0; k < carried.size(); ++k) {
+    Value* v = results[1 + k];
+    if (!same_type(v->type, carried[k]->type))
+      n.unsupported("loop-carried value " + std::to_string(k) + " is " + carried[k]->type.str() +
+                    " before the body and " + v->type.str() + " after it; a loop run at run time keeps each " +
+                    "value's type");
+    next.push_back(v);
+  }
+  b.set_outputs(next);
+
+  // cond: i < M and the carried condition.
+  auto cond = std::make_shared<Graph>();
+  std::vector<Value*> in;
+  for (Value* v : operands) in.push_back(cond->add_input(v->type));
+  Value* pred = in[1];
+  if (trips) {
+    Value* below = cond->add_node(OpKind::Lt, {in[0], in[carried.size() + 2]}, {}, where)->output();
+    pred = cond->add_node(OpKind::LogicalAnd, {below, pred}, {}, where)->output();
+  }
+  cond->set_outputs({pred});
+
+  AttrMap attrs = {{"carried", int64_t(carried.size() + 2)},
+                   {"cond", std::shared_ptr<const Graph>(cond)},
+                   {"body", std::shared_ptr<const Graph>(body.graph)}};
+  const std::vector<Value*> out = n.emit_multi(OpKind::WhileLoop, operands, attrs);
+  for (size_t k = 0; k < carried.size(); ++k) n.set_output(k, out[2 + k]);
+}
+
+// Loop: unrolled at import while its trip count and each iteration's condition are known (the
+// iterations then fuse like any other ops); from the first iteration whose condition is computed
+// from tensor values, or when the trip count is not a constant, the rest runs as a while_loop.
 void map_loop(N& n) {
-  if (!n.has_input(0)) n.unsupported("a Loop without a trip count (kiln unrolls loops at import)");
-  const int64_t trips = n.constant_ints(0, "trip count (M)").at(0);
-  check_unroll(n, trips);
-  bool go = !n.has_input(1) || n.require_constant(1, "condition").element(0) != 0;
   std::vector<Value*> carried;
   for (size_t i = 2; i < n.num_inputs(); ++i) carried.push_back(n.input(i));
+  const Literal* trip_count = n.has_input(0) ? n.constant(0) : nullptr;
+  const Literal* first_cond = n.has_input(1) ? n.constant(1) : nullptr;
+  if (!trip_count || trip_count->element(0) > double(kMaxUnrolledSteps) || (n.has_input(1) && !first_cond)) {
+    Value* go = n.has_input(1) ? n.cast(n.input(1), DType::Bool) : n.scalar(1, DType::Bool);
+    return loop_on_device(n, 0, go, carried);
+  }
+  const int64_t trips = int64_t(trip_count->element(0));
+  bool go = !first_cond || first_cond->element(0) != 0;
   std::vector<std::vector<Value*>> scans;
   for (int64_t i = 0; i < trips && go; ++i) {
     std::vector<Value*> in = {scalar_i64(n, i), n.scalar(1, DType::Bool)};
@@ -79,8 +156,8 @@ void map_loop(N& n) {
     const std::vector<Value*> out = n.import_subgraph("body", in);
     if (out.size() < 1 + carried.size()) n.fail("the body gives fewer outputs than the carried values");
     const Literal* again = constant_of(out[0]);
-    if (!again)
-      n.unsupported("a Loop whose condition is computed from tensor values (kiln unrolls loops at import)");
+    if (!again)  // this iteration's unrolled copy goes unused (dce drops it): the loop runs it
+      return loop_on_device(n, i, n.scalar(1, DType::Bool), carried);
     go = again->element(0) != 0;
     for (size_t k = 0; k < carried.size(); ++k) carried[k] = out[1 + k];
     if (scans.empty()) scans.resize(out.size() - 1 - carried.size());
