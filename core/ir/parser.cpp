@@ -92,6 +92,7 @@ class Parser {
     pos_ = nested.pos_;
     return graph;
   }
+
   // ---- errors and positions
   [[noreturn]] void fail_at(size_t pos, const std::string& what) const {
     size_t line = 1, col = 1;

@@ -6,6 +6,9 @@
 // KILN_DUMP_IR=dir (or PipelineOptions::dump_dir) writes every stage's output as text: 00-input.kir
 // and NN-<pass>.kir for the graph passes, then NN-fusion.txt, NN-lower.txt, NN-horizontal.txt,
 // NN-emit.<language>, NN-donation.txt (training steps) and NN-memory-plan.txt. compile(fn), lazy segments and ONNX models all compile through here.
+// A graph with control flow (while_loop) becomes a segmented program (segmented_program.h): the
+// stages after the graph passes run per segment between loops, and each loop's subgraphs compile
+// through here on their own (dumped in N-segment/ and N-while_loop/{cond,body}/).
 #pragma once
 
 #include <memory>
