@@ -130,9 +130,11 @@ class Printer {
       auto seg = [&](const std::string& text) { line(text, origins); };
       const std::string first = start(i), size = p(segment.size);
       if (cpp(d_)) {
-        seg("  for (long hgid = begin > long(" + first + ") ? begin : long(" + first + "), hend = end < long(" +
-            first + ") + " + size + " ? end : long(" + first + ") + " + size + "; hgid < hend; ++hgid) {");
-        seg("    int gid = int(hgid)" + (segment.start < 0 ? std::string() : " - " + first) + ";");
+        // An int induction variable over the segment's own indices: GCC vectorizes that loop, not
+        // one whose index is a long narrowed to int inside it (`int(hgid) - first`).
+        const std::string from = "long(" + first + ")", to = "long(" + first + ") + " + size;
+        seg("  for (int gid = int(max(begin, " + from + ") - " + from + "), gend = int(min(end, " + to + ") - " + from +
+            "); gid < gend; ++gid) {");
         indent_ = "    ";
         store_all(segment.stores);
         seg("  }");

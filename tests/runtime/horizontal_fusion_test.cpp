@@ -98,6 +98,25 @@ TEST(HorizontalFusion, IndependentUpdatesBecomeOneKernelOfThreeSegments) {
   EXPECT_EQ(program.kernel_info[0].writes, (std::vector<int>{8, 10, 12}));
 }
 
+// In C++ each segment is a loop whose int induction variable runs over the segment's own indices:
+// GCC 12 vectorizes that loop, and did not vectorize `int gid = int(hgid) - start` over a long.
+TEST(HorizontalFusion, CppSegmentsLoopOverTheirOwnIndices) {
+  Graph g = parse_checked(kUpdates);
+  LoweredProgram program = lowered(g, Device::cpu());
+  const kernel::CodegenTarget target{kernel::Dialect::Cpp};
+  EXPECT_EQ(fuse_horizontal(program, target, {}), 2);
+  ASSERT_EQ(program.kernels.size(), 1u);
+  const kernel::LoweredKernel& lk = program.kernels[0].steps[0].kernel;
+  kernel::EmitOptions options = kernel::emit_options_for(target);
+  options.static_params = lk.static_param_values();
+  const std::string source = kernel::emit(lk.kernel, options).source;
+  EXPECT_NE(source.find("for (int gid = int(max(begin, long(32)) - long(32)), gend = int(min(end, long(32) + 16) - "
+                        "long(32)); gid < gend; ++gid) {"),
+            std::string::npos)
+      << source;
+  EXPECT_EQ(source.find("hgid"), std::string::npos) << source;
+}
+
 // Where pointwise kernels are vec4 (lavapipe), segments start at multiples of 4, so each keeps 4
 // elements per invocation: w3's 30 elements take 32 of the extent.
 TEST(HorizontalFusion, Vec4TargetsAlignSegmentsAndKeepVec4Code) {
