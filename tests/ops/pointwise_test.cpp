@@ -11,6 +11,29 @@ using testing::as_doubles;
 using testing::uniform_values;
 using testing::values;
 
+// Broadcasts the kernels loop over without an index walk (a scalar or a row of the output's last
+// dims, on either side) and one they do not (a middle dim), against a naive loop. 3 x 7000
+// elements span two of the thread pool's chunks, the second starting inside a row.
+TEST(Binary, BroadcastFastPathsMatchANaiveLoop) {
+  const int64_t rows = 3, cols = 7000;
+  const std::vector<float> xv = uniform_values(rows * cols, 11), rv = uniform_values(cols, 12);
+  const Tensor x = from_vector(xv, {rows, cols}), row = from_vector(rv, {1, cols});
+  const Tensor column = from_vector<float>({0.5f, -2.0f, 3.0f}, {rows, 1});
+  auto naive = [&](auto f) {
+    std::vector<double> out;
+    for (int64_t r = 0; r < rows; ++r)
+      for (int64_t c = 0; c < cols; ++c) out.push_back(f(double(xv[size_t(r * cols + c)]), r, c));
+    return out;
+  };
+  EXPECT_TRUE(all_close(values(x - row), naive([&](double v, int64_t, int64_t c) { return v - rv[size_t(c)]; })));
+  EXPECT_TRUE(all_close(values(row - x), naive([&](double v, int64_t, int64_t c) { return rv[size_t(c)] - v; })));
+  EXPECT_TRUE(all_close(values(x * 1.5), naive([](double v, int64_t, int64_t) { return v * 1.5; })));
+  EXPECT_TRUE(all_close(values(sub(from_vector<float>({2}, {1}), x)), naive([](double v, int64_t, int64_t) { return 2 - v; })));
+  const std::vector<float> cv = {0.5f, -2.0f, 3.0f};
+  EXPECT_TRUE(all_close(values(x * column), naive([&](double v, int64_t r, int64_t) { return v * cv[size_t(r)]; })));
+  EXPECT_EQ(values(lt(x, row)).size(), size_t(rows * cols));  // bool results through the row path
+}
+
 TEST(Unary, HandValues) {
   Tensor x = from_vector<float>({-2.0f, -0.5f, 0.0f, 0.5f, 2.5f}, {5});
   EXPECT_TRUE(all_close(values(relu(x)), {0, 0, 0, 0.5, 2.5}));

@@ -1,5 +1,6 @@
 // Reference kernels for the pointwise ops. Mixed-dtype binaries first convert their operands to
 // the promoted dtype; 16-bit floats compute in float.
+#include <algorithm>
 #include <array>
 #include <cmath>
 #include <cstring>
@@ -14,6 +15,21 @@ namespace kiln::reference {
 namespace {
 
 constexpr int64_t kGrain = 1 << 14;
+
+// Where `in` broadcasts to `out` as a row repeated over the outer elements (its dims, less leading
+// ones, equal out's last dims): the row's element count (1 for one element). 0 otherwise.
+int64_t trailing_row(const std::vector<int64_t>& in, const std::vector<int64_t>& out) {
+  size_t first = 0;
+  while (first < in.size() && in[first] == 1) ++first;
+  const size_t kept = in.size() - first;
+  if (kept > out.size()) return 0;
+  int64_t count = 1;
+  for (size_t k = 0; k < kept; ++k) {
+    if (in[first + k] != out[out.size() - kept + k]) return 0;
+    count *= in[first + k];
+  }
+  return count;
+}
 
 // Element loop over `out` with each input's broadcast offset.
 template <size_t N, class F>
@@ -30,6 +46,33 @@ void for_each_broadcast(const std::vector<int64_t>& out_dims,
       }
     });
     return;
+  }
+  if constexpr (N == 2) {
+    // One operand the output's shape, the other the output's last dims (after leading ones): a
+    // scalar (x * 2.0) or a row (a bias). Plain loops, with the row's offset wrapping.
+    const bool first_full = *in_dims[0] == out_dims, second_full = *in_dims[1] == out_dims;
+    const int64_t row = first_full ? trailing_row(*in_dims[1], out_dims) : second_full ? trailing_row(*in_dims[0], out_dims) : 0;
+    if (row == 1) {
+      parallel_for(n, kGrain, [&](int64_t b, int64_t e) {
+        if (first_full)
+          for (int64_t i = b; i < e; ++i) f(i, std::array<int64_t, 2>{i, 0});
+        else
+          for (int64_t i = b; i < e; ++i) f(i, std::array<int64_t, 2>{0, i});
+      });
+      return;
+    }
+    if (row > 1) {
+      parallel_for(n, kGrain, [&](int64_t b, int64_t e) {
+        for (int64_t i = b; i < e;) {
+          const int64_t start = i % row, stop = std::min(e - i, row - start) + start;
+          if (first_full)
+            for (int64_t j = start; j < stop; ++j, ++i) f(i, std::array<int64_t, 2>{i, j});
+          else
+            for (int64_t j = start; j < stop; ++j, ++i) f(i, std::array<int64_t, 2>{j, i});
+        }
+      });
+      return;
+    }
   }
   parallel_for(n, kGrain, [&](int64_t b, int64_t e) {
     std::vector<BroadcastIndex> idx;
