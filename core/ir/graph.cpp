@@ -57,6 +57,17 @@ std::vector<Node*> Graph::nodes() const {
   return out;
 }
 
+Node* Graph::add_copy(const Node& node, const std::vector<Value*>& inputs, std::map<const Value*, Value*>* mapping) {
+  std::vector<TensorType> types;
+  for (const Value* v : node.outputs) types.push_back(v->type);
+  Node* copy = add_node_typed(node.kind, inputs, node.attrs, types, node.provenance);
+  for (size_t i = 0; i < node.outputs.size(); ++i) {
+    copy->outputs[i]->name = node.outputs[i]->name;
+    if (mapping) (*mapping)[node.outputs[i]] = copy->outputs[i];
+  }
+  return copy;
+}
+
 Graph Graph::clone(std::map<const Value*, Value*>* mapping) const {
   Graph out;
   std::map<const Value*, Value*> map;
@@ -64,13 +75,7 @@ Graph Graph::clone(std::map<const Value*, Value*>* mapping) const {
   for (const auto& n : nodes_) {
     std::vector<Value*> ins;
     for (const Value* v : n->inputs) ins.push_back(map.at(v));
-    std::vector<TensorType> types;
-    for (const Value* v : n->outputs) types.push_back(v->type);
-    Node* copy = out.add_node_typed(n->kind, ins, n->attrs, types, n->provenance);
-    for (size_t i = 0; i < n->outputs.size(); ++i) {
-      copy->outputs[i]->name = n->outputs[i]->name;
-      map[n->outputs[i]] = copy->outputs[i];
-    }
+    out.add_copy(*n, ins, &map);
   }
   for (const Value* v : outputs_) out.outputs_.push_back(map.at(v));
   if (mapping) *mapping = std::move(map);

@@ -54,6 +54,10 @@ class Graph {
   // uses this so the verifier can then judge the text as written).
   Node* add_node_typed(OpKind kind, const std::vector<Value*>& inputs, const AttrMap& attrs,
                        const std::vector<TensorType>& output_types, const Provenance& provenance);
+  // A copy of `node` (from this graph or another) reading `inputs`: same op, attributes, output
+  // types and names, and provenance. `mapping`, when given, receives node's outputs -> the copy's.
+  Node* add_copy(const Node& node, const std::vector<Value*>& inputs,
+                 std::map<const Value*, Value*>* mapping = nullptr);
   void set_outputs(std::vector<Value*> outputs) { outputs_ = std::move(outputs); }
   void add_output(Value* v) { outputs_.push_back(v); }
 

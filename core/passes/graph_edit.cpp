@@ -89,13 +89,7 @@ void restore_topological_order(Graph& graph, const std::unordered_map<const Node
     const Node& n = *nodes[i];
     std::vector<Value*> ins;
     for (const Value* v : n.inputs) ins.push_back(map.at(v));
-    std::vector<TensorType> types;
-    for (const Value* v : n.outputs) types.push_back(v->type);
-    Node* copy = rebuilt.add_node_typed(n.kind, ins, n.attrs, types, n.provenance);
-    for (size_t k = 0; k < n.outputs.size(); ++k) {
-      copy->outputs[k]->name = n.outputs[k]->name;
-      map[n.outputs[k]] = copy->outputs[k];
-    }
+    rebuilt.add_copy(n, ins, &map);
   }
   std::vector<Value*> outs;
   for (const Value* v : graph.outputs()) outs.push_back(map.at(v));

@@ -3,6 +3,7 @@
 
 #include <algorithm>
 #include <filesystem>
+#include <map>
 #include <set>
 #include <unordered_map>
 
@@ -35,7 +36,7 @@ struct Step {
 Graph segment_graph(const Graph& outer, const std::vector<Node*>& nodes, size_t begin, size_t end,
                     std::vector<const Value*>* reads, std::vector<const Value*>* writes) {
   Graph g;
-  std::unordered_map<const Value*, Value*> inner;
+  std::map<const Value*, Value*> inner;
   std::set<const Value*> defined;
   for (size_t i = begin; i < end; ++i)
     for (const Value* v : nodes[i]->outputs) defined.insert(v);
@@ -53,13 +54,7 @@ Graph segment_graph(const Graph& outer, const std::vector<Node*>& nodes, size_t 
     const Node& n = *nodes[i];
     std::vector<Value*> inputs;
     for (const Value* v : n.inputs) inputs.push_back(defined.count(v) ? inner.at(v) : read(v));
-    std::vector<TensorType> types;
-    for (const Value* v : n.outputs) types.push_back(v->type);
-    Node* copy = g.add_node_typed(n.kind, inputs, n.attrs, types, n.provenance);
-    for (size_t k = 0; k < n.outputs.size(); ++k) {
-      copy->outputs[k]->name = n.outputs[k]->name;
-      inner[n.outputs[k]] = copy->outputs[k];
-    }
+    g.add_copy(n, inputs, &inner);
   }
   std::set<const Value*> needed(outer.outputs().begin(), outer.outputs().end());
   for (size_t i = end; i < nodes.size(); ++i) needed.insert(nodes[i]->inputs.begin(), nodes[i]->inputs.end());
