@@ -64,14 +64,15 @@ std::vector<Tensor> cond(const Tensor& pred, const BranchFn& then_fn, const Bran
 
 namespace {
 
-// The trace a while_loop called now belongs to: its carried values', else the compiled function's
-// or lazy segment's being traced on this thread; null when the loop runs eagerly.
+// The trace a while_loop called now belongs to: the subgraph being traced (a loop inside a loop),
+// else its carried values', else the compiled function's or lazy segment's being traced on this
+// thread; null when the loop runs eagerly.
 Tracer* enclosing_tracer(const std::vector<Tensor>& carried) {
+  Tracer* compiling = compiling_tracer();
+  if (compiling && compiling->captures_traced) return compiling;
   for (const Tensor& t : carried)
     if (t.defined() && t.is_traced()) return t.impl().tracer;
-  if (Tracer* sub = subgraph_tracer()) return sub;
-  if (Tracer* compiling = compiling_tracer()) return compiling;
-  return lazy_tracer();
+  return compiling ? compiling : lazy_tracer();
 }
 
 // One subgraph traced: `fn` on placeholders of the carried values' types; what it reads from outside
@@ -93,7 +94,7 @@ Subgraph trace_subgraph(const Device& device, const std::vector<Tensor>& carried
   for (const Tensor& t : first_captures) sub.captured_input(t);
   std::vector<Tensor> results;
   {
-    SubgraphScope scope(sub);
+    CompilingScope scope(sub);
     results = run_branch(fn, placeholders, name);
     sub.set_outputs(results);
   }

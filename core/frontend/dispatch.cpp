@@ -38,14 +38,13 @@ std::vector<Tensor> run_op_at(OpKind kind, const std::vector<Tensor>& inputs, co
       throw Error(op_error(kind, before, where,
                            "input " + std::to_string(i) + " is an undefined (empty) Tensor"));
     }
-  // Inside a while_loop's subgraph every op with inputs is its node, whatever its inputs' trace.
-  if (!inputs.empty())
-    if (Tracer* sub = subgraph_tracer()) return sub->record(kind, inputs, attrs, where);
-  if (Tracer* tracer = tracer_of(inputs)) return tracer->record(kind, inputs, attrs, where);
   // Inside a compiled function every op is traced, eager operands captured: an op on parameters
-  // or optimizer state alone must read their values at each call, not once at trace time.
-  if (!inputs.empty())
-    if (Tracer* compiling = compiling_tracer()) return compiling->record(kind, inputs, attrs, where);
+  // or optimizer state alone must read their values at each call, not once at trace time. Inside
+  // a while_loop's subgraph (captures_traced) that holds for the enclosing trace's values too.
+  Tracer* compiling = inputs.empty() ? nullptr : compiling_tracer();
+  if (compiling && compiling->captures_traced) return compiling->record(kind, inputs, attrs, where);
+  if (Tracer* tracer = tracer_of(inputs)) return tracer->record(kind, inputs, attrs, where);
+  if (compiling) return compiling->record(kind, inputs, attrs, where);
   if (!inputs.empty())  // inside a compiled function with graph breaks: record, run at a flush
     if (Tracer* lazy = lazy_tracer()) {
       // Except an op autograd must record: the segment so far runs, then this op runs eagerly.

@@ -7,18 +7,12 @@ namespace kiln {
 
 namespace {
 thread_local Tracer* t_compiling = nullptr;
-thread_local Tracer* t_subgraph = nullptr;
 }  // namespace
 
 Tracer* compiling_tracer() { return t_compiling; }
 
 CompilingScope::CompilingScope(Tracer& tracer) : previous_(t_compiling) { t_compiling = &tracer; }
 CompilingScope::~CompilingScope() { t_compiling = previous_; }
-
-Tracer* subgraph_tracer() { return t_subgraph; }
-
-SubgraphScope::SubgraphScope(Tracer& tracer) : previous_(t_subgraph), compiling_(tracer) { t_subgraph = &tracer; }
-SubgraphScope::~SubgraphScope() { t_subgraph = previous_; }
 
 Tracer::Tracer(Device device) : device_(device) {}
 

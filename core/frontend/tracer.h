@@ -68,8 +68,9 @@ class Tracer : public GuardSink {
 
   void record(const ShapeGuard& guard) override { guards_.push_back(guard); }
 
-  // Set when this tracer records a while_loop's subgraph: values of the enclosing traces it reads
-  // become its captured inputs, as eager tensors do.
+  // Set when this tracer records a while_loop's subgraph (it is then the compiling_tracer()): every
+  // op with inputs records into it, and values of the enclosing traces it reads become its captured
+  // inputs, as eager tensors do.
   bool captures_traced = false;
 
   // Set when this tracer records a lazy segment (core/frontend/lazy.h): reading a recorded
@@ -103,23 +104,6 @@ class CompilingScope {
 
  private:
   Tracer* previous_;
-};
-
-// The tracer of the subgraph being traced on this thread (a while_loop's cond or body), or null.
-// While one is set, every op with inputs records into it, whichever trace its inputs come from.
-Tracer* subgraph_tracer();
-
-// While alive, `tracer` is this thread's subgraph_tracer() and compiling_tracer().
-class SubgraphScope {
- public:
-  explicit SubgraphScope(Tracer& tracer);
-  ~SubgraphScope();
-  SubgraphScope(const SubgraphScope&) = delete;
-  SubgraphScope& operator=(const SubgraphScope&) = delete;
-
- private:
-  Tracer* previous_;
-  CompilingScope compiling_;
 };
 
 // While alive, shape decisions on this thread go to the tracer's guard list.

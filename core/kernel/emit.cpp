@@ -606,7 +606,7 @@ class Printer {
                         const std::vector<int>& origins) {
     auto tag = [&](const std::string& text) { line(text, origins); };
     const std::string lanes = std::to_string(kLanes);
-    tag("  " + ct + " acc = " + init + ", part[" + lanes + "];");
+    tag("  " + ct + " part[" + lanes + "];");
     tag("  for (int lane = 0; lane < " + lanes + "; ++lane) part[lane] = " + init + ";");
     tag("  int r0 = 0;");
     tag("  for (; r0 + " + lanes + " <= " + extent + "; r0 += " + lanes + ") {");
@@ -620,7 +620,7 @@ class Printer {
     for (int width = kLanes / 2; width > 0; width /= 2)
       tag("  for (int lane = 0; lane < " + std::to_string(width) + "; ++lane) part[lane] += part[lane + " +
           std::to_string(width) + "];");
-    tag("  acc = part[0];");
+    tag("  " + ct + " acc = part[0];");
     tag("  for (int r = r0; r < " + extent + "; ++r) {");
     indent_ = "    ";
     tag("    acc += " + ct + "(" + value(k_.body) + ");");

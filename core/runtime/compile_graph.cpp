@@ -78,6 +78,17 @@ std::function<bool(const Node&)> ask(Backend& backend, bool (Backend::*question)
   };
 }
 
+// The stages after the graph passes: the interpreter where the backend generates no code, a
+// segmented program around loops (each segment and subgraph through the stages on its own), else
+// the planned program.
+std::unique_ptr<DeviceProgram> program_after_passes(const Graph& graph, Device device, const ProgramOptions& options,
+                                                    StageDump dump) {
+  Backend& backend = device.backend();
+  if (!backend.codegen()) return make_interpreted_program(graph);
+  if (has_control_flow(graph)) return make_segmented_program(graph, device, options, dump.dir());
+  return std::make_unique<PlannedProgram>(run_program_stages(graph, backend, options, dump), device, options);
+}
+
 }  // namespace
 
 CompiledGraph compile_graph(Graph& graph, Device device, const CompileGraphOptions& options) {
@@ -98,27 +109,13 @@ CompiledGraph compile_graph(Graph& graph, Device device, const CompileGraphOptio
     throw Error("compile_graph: internal error: the pass pipeline changed the graph's inputs (" +
                 std::to_string(num_inputs) + " -> " + std::to_string(graph.inputs().size()) + ")");
 
-  if (!backend.codegen()) {
-    out.program = make_interpreted_program(graph);
-    return out;
-  }
-  if (has_control_flow(graph)) {  // segments between loops, each through the stages below
-    out.program = make_segmented_program(graph, device, options.program, pipeline.dump_dir);
-    return out;
-  }
-  StageDump dump(pipeline.dump_dir, int(out.passes.size()) + 1);
-  out.program = std::make_unique<PlannedProgram>(run_program_stages(graph, backend, options.program, dump),
-                                                 device, options.program);
+  out.program = program_after_passes(graph, device, options.program, StageDump(pipeline.dump_dir, int(out.passes.size()) + 1));
   return out;
 }
 
 std::unique_ptr<DeviceProgram> build_program(const Graph& graph, Device device, const ProgramOptions& options,
                                              const std::string& dump_dir) {
-  Backend& backend = device.backend();
-  if (!backend.codegen()) return make_interpreted_program(graph);
-  if (has_control_flow(graph)) return make_segmented_program(graph, device, options, dump_dir);
-  return std::make_unique<PlannedProgram>(run_program_stages(graph, backend, options, StageDump(dump_dir, 1)),
-                                          device, options);
+  return program_after_passes(graph, device, options, StageDump(dump_dir, 1));
 }
 
 }  // namespace kiln

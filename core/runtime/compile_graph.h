@@ -44,6 +44,7 @@ class StageDump {
   StageDump() = default;
   StageDump(std::string dir, int first_number) : dir_(std::move(dir)), next_(first_number) {}
   bool enabled() const { return !dir_.empty(); }
+  const std::string& dir() const { return dir_; }
   // Writes NN-<stage>.<extension>, NN counting up from first_number. Callers test enabled()
   // first, so a compile without a dump directory never prints a stage.
   void write(const std::string& stage, const std::string& extension, const std::string& text);
