@@ -118,6 +118,12 @@ struct BufferView {
   // derives from such an input (a packed weight) for as long as the same buffer comes back.
   // Intermediates in a program's arena are rewritten every run, and are not stable.
   bool stable = false;
+  // Element strides per dim of an input a template reads in place through views (a transpose or
+  // head split before a matmul, core/ir/strided_view.h); 0 where a dim broadcasts. Empty: the
+  // buffer holds `dims` row-major. Only templates that say so take strided inputs
+  // (Backend::plan_template); every other consumer gets row-major buffers.
+  std::vector<int64_t> strides;
+  bool row_major() const { return strides.empty(); }
 };
 
 // One eager op: kind, complete attributes, input and output buffers (outputs already allocated).

@@ -10,27 +10,30 @@
 namespace kiln {
 namespace {
 
+// An operand's element strides: its own, or row-major ones.
+std::vector<int64_t> strides_of(const BufferView& v) {
+  if (!v.row_major()) return v.strides;
+  std::vector<int64_t> s(v.dims.size(), 1);
+  for (size_t i = v.dims.size(); i-- > 1;) s[i - 1] = s[i] * v.dims[i];
+  return s;
+}
+
 // numpy batch broadcasting reduced to at most two (extent, a stride, b stride) dims; false when
-// the broadcast pattern needs more.
-bool batch_dims(const std::vector<int64_t>& a_batch, const std::vector<int64_t>& b_batch,
-                const std::vector<int64_t>& out_batch, int64_t a_matrix, int64_t b_matrix,
-                MatmulProblem& p) {
+// the broadcast pattern needs more. An operand's batch strides are right-aligned to the output's
+// batch dims, 0 where it broadcasts.
+bool batch_dims(const std::vector<int64_t>& a_batch, const std::vector<int64_t>& a_strides,
+                const std::vector<int64_t>& b_batch, const std::vector<int64_t>& b_strides,
+                const std::vector<int64_t>& out_batch, MatmulProblem& p) {
   struct Dim {
     int64_t extent, a_stride, b_stride;
   };
-  auto strides = [](const std::vector<int64_t>& dims, int64_t matrix, size_t out_rank) {
-    // Right-aligned to the output's batch dims; 0 where the operand broadcasts.
-    std::vector<int64_t> s(out_rank, 0);
-    int64_t stride = matrix;
-    for (size_t i = dims.size(); i-- > 0;) {
-      size_t o = out_rank - dims.size() + i;
-      s[o] = dims[i] == 1 ? 0 : stride;
-      stride *= dims[i];
-    }
+  auto aligned = [&out_batch](const std::vector<int64_t>& dims, const std::vector<int64_t>& strides) {
+    std::vector<int64_t> s(out_batch.size(), 0);
+    for (size_t i = 0; i < dims.size(); ++i) s[out_batch.size() - dims.size() + i] = dims[i] == 1 ? 0 : strides[i];
     return s;
   };
-  std::vector<int64_t> as = strides(a_batch, a_matrix, out_batch.size());
-  std::vector<int64_t> bs = strides(b_batch, b_matrix, out_batch.size());
+  std::vector<int64_t> as = aligned(a_batch, a_strides);
+  std::vector<int64_t> bs = aligned(b_batch, b_strides);
   std::vector<Dim> dims;
   for (size_t i = 0; i < out_batch.size(); ++i) {
     if (out_batch[i] == 1) continue;
@@ -57,20 +60,43 @@ bool batch_dims(const std::vector<int64_t>& a_batch, const std::vector<int64_t>&
   return true;
 }
 
+// How a [rows, cols] matrix with these element strides is stored: row-major with a leading dim
+// (the row stride), or transposed (the column stride); nothing when neither dim has stride 1.
+struct MatrixLayout {
+  bool transposed = false;
+  int64_t ld = 0;
+};
+std::optional<MatrixLayout> matrix_layout(int64_t rows, int64_t cols, int64_t row_stride, int64_t col_stride) {
+  if ((col_stride == 1 || cols == 1) && (rows == 1 || row_stride > 0))
+    return MatrixLayout{false, rows == 1 ? cols : row_stride};
+  if ((row_stride == 1 || rows == 1) && col_stride > 0) return MatrixLayout{true, col_stride};
+  return std::nullopt;  // neither dim contiguous, or rows repeated (stride 0)
+}
+
 std::optional<MatmulProblem> matmul_problem(const OpRun& run) {
   const auto& a = run.inputs[0].dims;
   const auto& b = run.inputs[1].dims;
   const auto& out = run.outputs[0].dims;
+  const std::vector<int64_t> sa = strides_of(run.inputs[0]), sb = strides_of(run.inputs[1]);
   MatmulProblem p;
   const bool a_vec = a.size() == 1, b_vec = b.size() == 1;
   p.m = a_vec ? 1 : a[a.size() - 2];
   p.k = a.back();
   p.n = b_vec ? 1 : b.back();
-  std::vector<int64_t> a_batch(a.begin(), a.end() - (a_vec ? 1 : 2));
-  std::vector<int64_t> b_batch(b.begin(), b.end() - (b_vec ? 1 : 2));
+  // A 1-d A is one row [1, K]; a 1-d B one column [K, 1].
+  std::optional<MatrixLayout> la = matrix_layout(p.m, p.k, a_vec ? 0 : sa[a.size() - 2], sa.back());
+  std::optional<MatrixLayout> lb = matrix_layout(p.k, p.n, b_vec ? sb.back() : sb[b.size() - 2], b_vec ? 0 : sb.back());
+  if (!la || !lb) return std::nullopt;
+  p.trans_a = la->transposed;
+  p.lda = la->ld;
+  p.trans_b = lb->transposed;
+  p.ldb = lb->ld;
+  const size_t a_batch_rank = a.size() - (a_vec ? 1 : 2), b_batch_rank = b.size() - (b_vec ? 1 : 2);
   const size_t out_batch_rank = out.size() - (a_vec ? 0 : 1) - (b_vec ? 0 : 1);
-  std::vector<int64_t> out_batch(out.begin(), out.begin() + out_batch_rank);
-  if (!batch_dims(a_batch, b_batch, out_batch, p.m * p.k, p.k * p.n, p)) return std::nullopt;
+  if (!batch_dims({a.begin(), a.begin() + long(a_batch_rank)}, {sa.begin(), sa.begin() + long(a_batch_rank)},
+                  {b.begin(), b.begin() + long(b_batch_rank)}, {sb.begin(), sb.begin() + long(b_batch_rank)},
+                  {out.begin(), out.begin() + long(out_batch_rank)}, p))
+    return std::nullopt;
   return p;
 }
 
@@ -83,6 +109,7 @@ std::optional<MatmulProblem> linear_problem(const OpRun& run) {
   p.m = 1;
   for (size_t i = 0; i + 1 < x.size(); ++i) p.m *= x[i];
   p.trans_b = true;
+  p.lda = p.ldb = p.k;
   if (run.inputs.size() == 3) {
     const auto& bias = run.inputs[2].dims;
     int64_t bias_numel = 1;
@@ -106,6 +133,8 @@ std::optional<MatmulProblem> gemm_problem(const OpRun& run) {
   p.m = run.outputs[0].dims[0];
   p.n = run.outputs[0].dims[1];
   p.k = p.trans_a ? a[0] : a[1];
+  p.lda = p.trans_a ? p.m : p.k;
+  p.ldb = p.trans_b ? p.k : p.n;
   if (run.inputs.size() == 3 && p.beta != 0.0) {
     const auto& c = run.inputs[2].dims;
     int64_t cm = c.size() >= 2 ? c[c.size() - 2] : 1;
@@ -121,6 +150,8 @@ std::optional<MatmulProblem> gemm_problem(const OpRun& run) {
 
 std::optional<MatmulProblem> decode_matmul(const OpRun& run) {
   if (run.inputs.size() < 2 || run.outputs.size() != 1) return std::nullopt;
+  for (const BufferView& v : run.inputs)
+    if (!v.row_major() && (run.kind != OpKind::MatMul || v.strides.size() != v.dims.size())) return std::nullopt;
   switch (run.kind) {
     case OpKind::MatMul: return matmul_problem(run);
     case OpKind::Linear: return linear_problem(run);
@@ -130,8 +161,13 @@ std::optional<MatmulProblem> decode_matmul(const OpRun& run) {
 }
 
 bool matmul_fits_i32(const MatmulProblem& p) {
+  // The last element each operand's indexing reaches, plus one (views read in place may skip).
+  const int64_t a_end = (p.batch0 - 1) * p.a_batch0 + (p.batch1 - 1) * p.a_batch1 +
+                        (p.trans_a ? (p.k - 1) * p.lda + p.m : (p.m - 1) * p.lda + p.k);
+  const int64_t b_end = (p.batch0 - 1) * p.b_batch0 + (p.batch1 - 1) * p.b_batch1 +
+                        (p.trans_b ? (p.n - 1) * p.ldb + p.k : (p.k - 1) * p.ldb + p.n);
   const int64_t batch = p.batch();
-  for (int64_t v : {p.m * p.k * batch, p.k * p.n * batch, p.m * p.n * batch})
+  for (int64_t v : {p.m * p.k * batch, p.k * p.n * batch, p.m * p.n * batch, a_end, b_end})
     if (!templates::fits_i32(v)) return false;
   return true;
 }
@@ -141,8 +177,8 @@ MatmulParams matmul_params(const MatmulProblem& p) {
   q.m = int32_t(p.m);
   q.n = int32_t(p.n);
   q.k = int32_t(p.k);
-  q.lda = int32_t(p.trans_a ? p.m : p.k);
-  q.ldb = int32_t(p.trans_b ? p.k : p.n);
+  q.lda = int32_t(p.lda);
+  q.ldb = int32_t(p.ldb);
   q.ldo = int32_t(p.n);
   q.batch1 = int32_t(p.batch1);
   q.a_batch0 = int32_t(p.a_batch0);

@@ -14,6 +14,9 @@ namespace kiln {
 struct MatmulProblem {
   int64_t m = 0, n = 0, k = 0;
   bool trans_a = false, trans_b = false;  // A stored [K, M]; B stored [N, K]
+  // Leading dims: element (m, k) of A at m * lda + k, or k * lda + m when trans_a; likewise B.
+  // Row-major operands have lda = K (M when trans_a); a view read in place may have more.
+  int64_t lda = 0, ldb = 0;
   int64_t batch0 = 1, batch1 = 1;
   int64_t a_batch0 = 0, a_batch1 = 0, b_batch0 = 0, b_batch1 = 0;  // element strides per batch index
   bool has_c = false;
@@ -26,6 +29,8 @@ struct MatmulProblem {
 
 // The problem for a matmul, linear or gemm op (shapes from `run`); nothing for other ops or when
 // the batch broadcast needs more than two strided dims, or a linear bias is not a row vector.
+// A matmul's operands may be strided (BufferView::strides) where each matrix has one dim of
+// stride 1 (a transpose is trans_a / trans_b); linear and gemm take row-major operands.
 std::optional<MatmulProblem> decode_matmul(const OpRun& run);
 
 // Whether every operand and the output have fewer than 2^31 elements, so 32-bit indices suffice.

@@ -113,6 +113,9 @@ class CpuBackend : public reference::HostBackend {
   }
   std::optional<TemplateLaunch> plan_template(const OpRun& run) override {
     if (!runs_as_host_op(run.kind)) return std::nullopt;
+    // Only oneDNN reads strided inputs; the reference kernels read row-major buffers.
+    for (const BufferView& v : run.inputs)
+      if (!v.row_major() && (!have_onednn() || make_onednn_op(run) == nullptr)) return std::nullopt;
     return launch_of(host_op_of(run), run);
   }
   // A matmul or conv with its epilogue as oneDNN post-ops (onednn_ops.h says which steps), when
@@ -160,10 +163,11 @@ class CpuBackend : public reference::HostBackend {
   }
 
   static HostOp host_op_of(const OpRun& run) {
-    HostOp op{run.kind, run.attrs, {}, {}, {}, {}, {}, {}, {}};
+    HostOp op{run.kind, run.attrs, {}, {}, {}, {}, {}, {}, {}, {}};
     for (const BufferView& v : run.inputs) {
       op.input_types.push_back(v.dtype);
       op.input_dims.push_back(v.dims);
+      op.input_strides.push_back(v.strides);
       op.constants.push_back(v.buffer);
       op.stable.push_back(v.stable);
     }

@@ -163,17 +163,22 @@ void KernelBatcher::flush() {
 }
 
 std::string HostOp::text() const {
-  auto types = [](const std::vector<DType>& t, const std::vector<std::vector<int64_t>>& d) {
+  auto list = [](const std::vector<int64_t>& v) {
+    std::string out = "[";
+    for (size_t j = 0; j < v.size(); ++j) out += (j ? "," : "") + std::to_string(v[j]);
+    return out + "]";
+  };
+  auto types = [&list](const std::vector<DType>& t, const std::vector<std::vector<int64_t>>& d,
+                       const std::vector<std::vector<int64_t>>& strides) {
     std::string out;
     for (size_t i = 0; i < t.size(); ++i) {
-      out += std::string(i ? ", " : "") + std::string(dtype_name(t[i])) + "[";
-      for (size_t j = 0; j < d[i].size(); ++j) out += (j ? "," : "") + std::to_string(d[i][j]);
-      out += "]";
+      out += std::string(i ? ", " : "") + std::string(dtype_name(t[i])) + list(d[i]);
+      if (i < strides.size() && !strides[i].empty()) out += "/" + list(strides[i]);
     }
     return out;
   };
   std::string out = std::string(op_name(kind)) + (is_channels_last(attrs) ? " channels_last " : " ") +
-                    types(input_types, input_dims) + " -> " + types(output_types, output_dims);
+                    types(input_types, input_dims, input_strides) + " -> " + types(output_types, output_dims, {});
   for (const HostEpilogueStep& step : epilogue)
     out += " + " + std::string(op_name(step.kind)) + (step.operand < 0 ? "" : " #" + std::to_string(step.operand));
   return out;
@@ -182,7 +187,8 @@ std::string HostOp::text() const {
 HostOpProgram::HostOpProgram(HostOp op) : op_(std::move(op)) {
   std::vector<BufferView> ins, outs;
   for (size_t i = 0; i < op_.input_types.size(); ++i)
-    ins.push_back({const_cast<Buffer*>(op_.constants[i]), op_.input_types[i], op_.input_dims[i]});
+    ins.push_back({const_cast<Buffer*>(op_.constants[i]), op_.input_types[i], op_.input_dims[i], false,
+                   op_.input_strides[i]});
   for (size_t i = 0; i < op_.output_types.size(); ++i) outs.push_back({nullptr, op_.output_types[i], op_.output_dims[i]});
   std::vector<EpilogueStep> epilogue;
   for (const HostEpilogueStep& step : op_.epilogue) epilogue.push_back({step.kind, &step.attrs, step.operand, step.operand_first});

@@ -230,10 +230,10 @@ std::unique_ptr<OneDnnOp> make_matmul(const OpRun& fused, std::span<const Epilog
   if (run.outputs[0].dtype != DType::F32) return nullptr;
   const bool bias = p->has_c && p->beta == 1.0 && p->c_row == 0 && p->c_col == 1;
   if (p->has_c && !bias) return nullptr;
-  memory::desc a = p->trans_a ? matrix(p->batch0, p->batch1, p->a_batch0, p->a_batch1, p->m, p->k, 1, p->m)
-                              : matrix(p->batch0, p->batch1, p->a_batch0, p->a_batch1, p->m, p->k, p->k, 1);
-  memory::desc b = p->trans_b ? matrix(p->batch0, p->batch1, p->b_batch0, p->b_batch1, p->k, p->n, 1, p->k)
-                              : matrix(p->batch0, p->batch1, p->b_batch0, p->b_batch1, p->k, p->n, p->n, 1);
+  memory::desc a = p->trans_a ? matrix(p->batch0, p->batch1, p->a_batch0, p->a_batch1, p->m, p->k, 1, p->lda)
+                              : matrix(p->batch0, p->batch1, p->a_batch0, p->a_batch1, p->m, p->k, p->lda, 1);
+  memory::desc b = p->trans_b ? matrix(p->batch0, p->batch1, p->b_batch0, p->b_batch1, p->k, p->n, 1, p->ldb)
+                              : matrix(p->batch0, p->batch1, p->b_batch0, p->b_batch1, p->k, p->n, p->ldb, 1);
   memory::desc c = matrix(p->batch0, p->batch1, p->m * p->n * p->batch1, p->m * p->n, p->m, p->n, p->n, 1);
   std::vector<Primitive::Arg> args = {{DNNL_ARG_SRC, a, 0}, {DNNL_ARG_WEIGHTS, b, 1}};
   const memory::desc bias_desc({1, 1, 1, p->n}, memory::data_type::f32, {p->n, p->n, p->n, 1});

@@ -36,11 +36,12 @@ bool autotune_everywhere() {
 }
 
 // Whether the vec4 variant can run the problem: A row-major, and every row start and batch offset
-// of A and B on a whole vec4 (K, and N unless B is transposed, multiples of 4).
+// of A and B on a whole vec4 (K, and N unless B is transposed, the leading dims and batch strides
+// multiples of 4).
 bool vec4_fits(const MatmulProblem& p, const MatmulTile& t) {
   if (t.shared || p.trans_a || p.k % 4 != 0) return false;
   if (!p.trans_b && (p.n % 4 != 0 || t.tn % 4 != 0)) return false;
-  for (int64_t stride : {p.a_batch0, p.a_batch1, p.b_batch0, p.b_batch1})
+  for (int64_t stride : {p.lda, p.ldb, p.a_batch0, p.a_batch1, p.b_batch0, p.b_batch1})
     if (stride % 4 != 0) return false;
   return true;
 }

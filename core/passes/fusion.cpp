@@ -11,6 +11,7 @@
 #include <map>
 #include <set>
 
+#include "core/ir/strided_view.h"
 #include "core/passes/graph_edit.h"
 
 namespace kiln {
@@ -112,7 +113,73 @@ void inline_view_groups(std::vector<FusionGroup>& groups, const Users& users,
   std::erase_if(groups, [](const FusionGroup& g) { return g.nodes.empty(); });
 }
 
+// The views (reshape, permute, expand) from a value to `anchor`'s input `index`, source first, each
+// read only by the next (the last by the anchor, once), kept only where their groups hold nothing
+// else: the chain a template may read in place.
+std::vector<const Node*> view_chain_into(const Node* anchor, size_t index, const std::vector<FusionGroup>& groups,
+                                         const std::map<const Node*, size_t>& group_of, const Users& users,
+                                         const std::set<const Value*>& graph_outputs) {
+  std::vector<const Node*> chain;
+  const Value* v = anchor->inputs[index];
+  const Node* reader = anchor;
+  while (v->producer && is_stride_view(v->producer->kind) && is_index_view(*v->producer) && !graph_outputs.count(v)) {
+    auto it = users.find(v);
+    if (it == users.end() || it->second.size() != 1 || it->second[0] != reader) break;
+    reader = v->producer;
+    chain.insert(chain.begin(), reader);
+    v = reader->inputs[0];
+  }
+  // Only whole groups move: views leave the chain's source end while a group they share holds more.
+  while (!chain.empty()) {
+    std::set<const Node*> in_chain(chain.begin(), chain.end());
+    bool whole = true;
+    for (const Node* n : chain)
+      for (const Node* m : groups[group_of.at(n)].nodes) whole = whole && in_chain.count(m);
+    if (whole) break;
+    chain.erase(chain.begin());
+  }
+  return chain;
+}
+
+// Views whose only reader is a template's anchor (a transpose or a head split before a matmul)
+// join its group where the template reads them in place: the copy is never written. The group's
+// generic kernel, run where the template declines, reads them through their index maps.
+void views_into_templates(std::vector<FusionGroup>& groups, const Users& users,
+                          const std::set<const Value*>& graph_outputs, const FusionOptions& options) {
+  std::map<const Node*, size_t> group_of;
+  for (size_t i = 0; i < groups.size(); ++i)
+    for (const Node* n : groups[i].nodes) group_of[n] = i;
+  for (FusionGroup& g : groups) {
+    if (!g.template_anchor || g.anchor != 0) continue;
+    const Node* anchor = g.nodes[0];
+    const std::vector<const Node*> epilogue(g.nodes.begin() + 1, g.nodes.end());
+    std::vector<std::vector<const Node*>> views(anchor->inputs.size());
+    std::vector<const Node*> moved;
+    for (size_t i = 0; i < views.size(); ++i) {
+      views[i] = view_chain_into(anchor, i, groups, group_of, users, graph_outputs);
+      if (views[i].empty()) continue;
+      if (options.template_views(*anchor, epilogue, views)) moved.insert(moved.end(), views[i].begin(), views[i].end());
+      else views[i].clear();
+    }
+    if (moved.empty()) continue;
+    for (const Node* n : moved) std::erase(groups[group_of.at(n)].nodes, n);
+    g.anchor = moved.size();
+    g.nodes.insert(g.nodes.begin(), moved.begin(), moved.end());
+  }
+  std::erase_if(groups, [](const FusionGroup& g) { return g.nodes.empty(); });
+}
+
 }  // namespace
+
+TemplateOperand template_operand(const FusionGroup& group, size_t index) {
+  const std::set<const Node*> views(group.nodes.begin(), group.nodes.begin() + long(group.anchor));
+  TemplateOperand operand{group.nodes[group.anchor]->inputs[index], {}};
+  while (operand.source->producer && views.count(operand.source->producer)) {
+    operand.views.insert(operand.views.begin(), operand.source->producer);
+    operand.source = operand.source->producer->inputs[0];
+  }
+  return operand;
+}
 
 std::vector<int> FusionGroup::origins() const {
   std::vector<int> ids;
@@ -280,6 +347,8 @@ std::vector<FusionGroup> fuse_graph(const Graph& graph, const FusionOptions& opt
 
   if (options.fuse && options.fuse_views && options.inline_views)
     inline_view_groups(groups, users, graph_outputs, options);
+  if (options.fuse && options.fuse_views && options.template_views)
+    views_into_templates(groups, users, graph_outputs, options);
 
   for (FusionGroup& g : groups) {
     std::set<const Node*> members(g.nodes.begin(), g.nodes.end());

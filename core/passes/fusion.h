@@ -4,7 +4,8 @@
 // one group reads (where the target reads through views); a sum/mean/max/min/prod reduction joins
 // the pointwise group that produces its input when nothing else reads that group's values; pointwise
 // consumers of a reduction, matmul, gemm, linear, conv or pool on its output shape run in its
-// epilogue, and a chain of them in the epilogue of the backend's template where it takes them.
+// epilogue, and a chain of them in the epilogue of the backend's template where it takes them;
+// views in front of a matmul join its template's group where the template reads them in place.
 // Everything else is a group of one.
 #pragma once
 
@@ -32,9 +33,11 @@ struct FusionGroup {
   std::vector<const Node*> nodes;     // in the graph's topological order
   std::vector<const Value*> outputs;  // values read after the group (or graph outputs, or unread)
   std::vector<int> origins() const;   // ids of every node in the group
-  // Its first node is an anchor kept alone for the backend's template (FusionOptions::keep_alone);
-  // any nodes after it are the epilogue that template takes (FusionOptions::template_epilogue).
+  // Its node `anchor` is kept alone for the backend's template (FusionOptions::keep_alone); any
+  // nodes after it are the epilogue that template takes (FusionOptions::template_epilogue), any
+  // before it the views it reads in place (FusionOptions::template_views).
   bool template_anchor = false;
+  size_t anchor = 0;
 };
 
 struct FusionOptions {
@@ -60,11 +63,26 @@ struct FusionOptions {
   // output shape, each reading the one before it (the first reads the anchor) as the only reader
   // of that value, plus at most one operand from outside the group. Unset: no epilogue.
   std::function<bool(const Node& anchor, const std::vector<const Node*>& epilogue)> template_epilogue;
+  // Whether that template (with `epilogue`) reads these views of its operands in place, through
+  // strides: per anchor input, the chain of reshape/permute/expand nodes from a value to it, empty
+  // where the input is read as it is. Views so taken, read by nothing else, join the template's
+  // group and write no copy. Unset: views before a template are copies.
+  std::function<bool(const Node& anchor, const std::vector<const Node*>& epilogue,
+                     const std::vector<std::vector<const Node*>>& views)>
+      template_views;
 };
 
 // Groups in execution order; every node of `graph` is in exactly one group, and every group comes
 // after the groups producing its inputs.
 std::vector<FusionGroup> fuse_graph(const Graph& graph, const FusionOptions& options = {});
+
+// A template group's anchor input `index` read through the views in front of it: the value those
+// views start from, and the views in order (none where the input is read as it is).
+struct TemplateOperand {
+  const Value* source = nullptr;
+  std::vector<const Node*> views;
+};
+TemplateOperand template_operand(const FusionGroup& group, size_t index);
 
 // One node of a template's epilogue chain, with its operand from outside the chain (nullptr for a
 // unary node) and whether that operand comes first (sub(c, v) rather than sub(v, c)).

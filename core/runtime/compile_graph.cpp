@@ -33,7 +33,9 @@ ProgramStages run_program_stages(const Graph& graph, Backend& backend, const Pro
   if (!target)
     throw Error("compile_graph: backend '" + backend.name() + "' generates no code; its graphs run on the interpreter");
 
-  KernelSchedule schedule = schedule_kernels(graph, backend, options.fuse, options.max_autotune);  // fusion
+  const char* views_off = std::getenv("KILN_TEMPLATE_VIEWS");  // "0": views before templates copied, for comparisons
+  const bool template_views = !(views_off && std::string(views_off) == "0");
+  KernelSchedule schedule = schedule_kernels(graph, backend, options.fuse, options.max_autotune, template_views);  // fusion
   if (dump.enabled()) dump.write("fusion", "txt", print_schedule(schedule));
 
   LoweredProgram program = lower_schedule(graph, schedule);  // kernel IR per kernel

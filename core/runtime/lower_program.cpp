@@ -155,9 +155,16 @@ LoweredProgram lower_schedule(const Graph& graph, const KernelSchedule& schedule
     }
     for (int t : temps) pk.writes.push_back(t);
     if (k.template_candidate) {
-      pk.template_op = std::make_pair(g.nodes[0]->kind, g.nodes[0]->attrs);
-      for (const Value* v : g.nodes[0]->inputs) pk.node_inputs.push_back(number.at(v));
-      for (const ChainStep& c : template_chain(*g.nodes[0], std::span(g.nodes).subspan(1))) {
+      const Node* anchor = g.nodes[g.anchor];
+      pk.template_op = std::make_pair(anchor->kind, anchor->attrs);
+      for (size_t i = 0; i < anchor->inputs.size(); ++i) {
+        const TemplateOperand operand = template_operand(g, i);
+        pk.node_inputs.push_back(number.at(operand.source));
+        pk.input_views.emplace_back();
+        for (const Node* view : operand.views)
+          pk.input_views.back().push_back({view->kind, view->attrs, view->output()->type.shape});
+      }
+      for (const ChainStep& c : template_chain(*anchor, std::span(g.nodes).subspan(g.anchor + 1))) {
         pk.template_epilogue.push_back(
             {c.node->kind, c.node->attrs, c.operand ? int(pk.node_inputs.size()) : -1, c.operand_first});
         if (c.operand) pk.node_inputs.push_back(number.at(c.operand));

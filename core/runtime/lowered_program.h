@@ -83,6 +83,14 @@ struct ProgramKernel {
   // The template's operands' value numbers: template_op's inputs then the epilogue's operands; its
   // outputs (the epilogue's last value when there is one).
   std::vector<int> node_inputs, node_outputs;
+  // Per input of template_op: the views (reshape, permute, expand) the template reads it through,
+  // in place, from the value node_inputs names; empty where it reads that value as it is.
+  struct ViewOp {
+    OpKind kind = OpKind::Reshape;
+    AttrMap attrs;
+    Shape out_shape;
+  };
+  std::vector<std::vector<ViewOp>> input_views;
   std::vector<int> reads, writes;              // value numbers (writes include scratch)
   int in_place_output = -1, in_place_input = -1;  // a pointwise store over an input it reads
 };

@@ -6,6 +6,7 @@
 #include <cstring>
 #include <set>
 
+#include "core/ir/strided_view.h"
 #include "core/kernel/emit.h"
 #include "core/runtime/checked.h"
 #include "core/runtime/compile_graph.h"
@@ -71,13 +72,22 @@ const Program& PlannedProgram::program_for(const ProgramStep& s) {
 std::optional<PlannedProgram::LaunchPlan> PlannedProgram::template_launch(
     const ProgramKernel& ks, const std::map<std::string, int64_t>& bindings) {
   std::vector<BufferView> ins, outs;
-  for (int v : ks.node_inputs) {
-    const ProgramValue& value = values_[size_t(v)];
+  for (size_t i = 0; i < ks.node_inputs.size(); ++i) {
+    const ProgramValue& value = values_[size_t(ks.node_inputs[i])];
     Buffer* constant = value.storage == ValueStorage::Constant ? constants_[size_t(value.index)].get() : nullptr;
     // A graph input is the caller's tensor, written once; with reduce_overhead it is copied into a
     // buffer of the program's that the next new tensor overwrites.
     const bool stable = constant || (value.storage == ValueStorage::Input && !options_.reduce_overhead);
     ins.push_back({constant, value.type.dtype, concrete_dims(value.type.shape, bindings), stable});
+    if (i >= ks.input_views.size() || ks.input_views[i].empty()) continue;
+    // Views read in place: the template reads the value with their strides, or the generic kernel runs.
+    std::vector<ViewStep> steps;
+    for (const ProgramKernel::ViewOp& view : ks.input_views[i])
+      steps.push_back({view.kind, &view.attrs, concrete_dims(view.out_shape, bindings)});
+    std::optional<std::vector<int64_t>> strides = strides_through_views(ins.back().dims, steps);
+    if (!strides) return std::nullopt;
+    ins.back().dims = steps.back().out_dims;
+    ins.back().strides = std::move(*strides);
   }
   for (int v : ks.node_outputs)
     outs.push_back({nullptr, values_[size_t(v)].type.dtype, concrete_dims(values_[size_t(v)].type.shape, bindings)});

@@ -3,6 +3,8 @@
 
 #include <set>
 
+#include "core/ir/strided_view.h"
+
 namespace kiln {
 namespace {
 
@@ -30,7 +32,39 @@ ViewsAtHints::ViewsAtHints(const Node& n) {
   for (const Value* v : n.outputs) outputs.push_back(at_hints(v));
 }
 
-KernelSchedule schedule_kernels(const Graph& graph, Backend& backend, bool fuse, bool max_autotune) {
+namespace {
+
+// The strides `views` read their source with at its traced sizes.
+std::optional<std::vector<int64_t>> strides_at_hints(const std::vector<const Node*>& views) {
+  std::vector<ViewStep> steps;
+  for (const Node* n : views) steps.push_back({n->kind, &n->attrs, at_hints(n->output()).dims});
+  return strides_through_views(at_hints(views.front()->inputs[0]).dims, steps);
+}
+
+// The backend's template for `anchor` with `epilogue` at the traced sizes, each input read through
+// its views (none given: as it is).
+bool template_serves(Backend& backend, bool max_autotune, const Node& anchor, const std::vector<const Node*>& epilogue,
+                     const std::vector<std::vector<const Node*>>& views = {}) {
+  std::vector<BufferView> ins, outs{at_hints(epilogue.empty() ? anchor.output() : epilogue.back()->output())};
+  for (size_t i = 0; i < anchor.inputs.size(); ++i) {
+    ins.push_back(at_hints(anchor.inputs[i]));
+    if (i >= views.size() || views[i].empty()) continue;
+    std::optional<std::vector<int64_t>> strides = strides_at_hints(views[i]);
+    if (!strides) return false;
+    ins.back().strides = std::move(*strides);
+  }
+  std::vector<EpilogueStep> steps;
+  for (const ChainStep& c : template_chain(anchor, epilogue)) {
+    steps.push_back({c.node->kind, &c.node->attrs, c.operand ? int(ins.size()) : -1, c.operand_first});
+    if (c.operand) ins.push_back(at_hints(c.operand));
+  }
+  const OpRun run{anchor.kind, anchor.attrs, ins, outs, max_autotune};
+  return (steps.empty() ? backend.plan_template(run) : backend.plan_fused_template(run, steps)).has_value();
+}
+
+}  // namespace
+
+KernelSchedule schedule_kernels(const Graph& graph, Backend& backend, bool fuse, bool max_autotune, bool template_views) {
   FusionOptions fusion;
   fusion.fuse = fuse;
   if (std::optional<kernel::CodegenTarget> target = backend.codegen()) {
@@ -43,14 +77,13 @@ KernelSchedule schedule_kernels(const Graph& graph, Backend& backend, bool fuse,
     return backend.plan_template(OpRun{n.kind, n.attrs, views.inputs, views.outputs, max_autotune}).has_value();
   };
   fusion.template_epilogue = [&backend, max_autotune](const Node& anchor, const std::vector<const Node*>& epilogue) {
-    std::vector<BufferView> ins, outs{at_hints(epilogue.back()->output())};
-    for (const Value* v : anchor.inputs) ins.push_back(at_hints(v));
-    std::vector<EpilogueStep> steps;
-    for (const ChainStep& c : template_chain(anchor, epilogue)) {
-      steps.push_back({c.node->kind, &c.node->attrs, c.operand ? int(ins.size()) : -1, c.operand_first});
-      if (c.operand) ins.push_back(at_hints(c.operand));
-    }
-    return backend.plan_fused_template(OpRun{anchor.kind, anchor.attrs, ins, outs, max_autotune}, steps).has_value();
+    return template_serves(backend, max_autotune, anchor, epilogue);
+  };
+  // Only a matmul's template reads strided operands (decode_matmul): a transpose or head split.
+  if (template_views)
+    fusion.template_views = [&backend, max_autotune](const Node& anchor, const std::vector<const Node*>& epilogue,
+                                                   const std::vector<std::vector<const Node*>>& views) {
+    return anchor.kind == OpKind::MatMul && template_serves(backend, max_autotune, anchor, epilogue, views);
   };
   KernelSchedule schedule;
   for (FusionGroup& g : fuse_graph(graph, fusion)) {

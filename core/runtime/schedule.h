@@ -27,8 +27,10 @@ struct KernelSchedule {
 // Fusion for `backend`: an op with a template that serves its traced sizes runs as that template,
 // since on lavapipe the template beats the generic kernel with the epilogue fused. It takes the
 // pointwise chain after it where the backend fuses that into the template (plan_fused_template).
-// `max_autotune`: the backend may time its template variants to decide.
-KernelSchedule schedule_kernels(const Graph& graph, Backend& backend, bool fuse = true, bool max_autotune = false);
+// `max_autotune`: the backend may time its template variants to decide. `template_views`: a matmul's
+// template reads the views in front of it in place where it can (FusionOptions::template_views).
+KernelSchedule schedule_kernels(const Graph& graph, Backend& backend, bool fuse = true, bool max_autotune = false,
+                                bool template_views = true);
 
 // A value as a backend sees it when asked at the traced sizes: symbolic dims at their hints, no buffer.
 BufferView at_hints(const Value* v);

@@ -20,6 +20,7 @@
 #include "core/passes/passes.h"
 #include "core/runtime/compile_graph.h"
 #include "core/frontend/interpreter.h"
+#include "backends/matmul_problem.h"
 #include "core/runtime/schedule.h"
 #include "core/runtime/standard_passes.h"
 
@@ -196,8 +197,10 @@ class TemplateBackend : public Backend {
   bool has_template(OpKind kind) const override {
     return templates_ && (kind == OpKind::MatMul || kind == OpKind::Linear || kind == OpKind::Softmax);
   }
+  // Its matmul reads strided operands where the real matmul templates do (decode_matmul).
   std::optional<TemplateLaunch> plan_template(const OpRun& run) override {
     if (!has_template(run.kind)) return std::nullopt;
+    if (run.kind == OpKind::MatMul && !decode_matmul(run)) return std::nullopt;
     return TemplateLaunch{std::string(op_name(run.kind)) + "_template", "", "glsl", {}, {}, {1, 1, 1}};
   }
   // With epilogues: a template takes relu, add and mul steps (any operand), as a stand-in for what a
