@@ -46,6 +46,22 @@ bool vec4_fits(const MatmulProblem& p, const MatmulTile& t) {
   return true;
 }
 
+// Whether reading views in place (strided inputs) would cost the vec4 loads the row-major
+// operands get: a transposed A, or rows off a vec4 boundary. On lavapipe that measured slower than
+// copying the view first (kiln-bench-train's MLP step), so the template declines and the views stay
+// copies.
+bool strided_reads_lose_vec4(const OpRun& run, const MatmulProblem& p, const MatmulTile& tile) {
+  bool strided = false;
+  std::vector<BufferView> row_major(run.inputs.begin(), run.inputs.end());
+  for (BufferView& v : row_major) {
+    strided = strided || !v.row_major();
+    v.strides.clear();
+  }
+  if (!strided || !tile.vec4 || vec4_fits(p, tile)) return false;
+  std::optional<MatmulProblem> copied = decode_matmul(OpRun{run.kind, run.attrs, row_major, run.outputs});
+  return copied && vec4_fits(*copied, tile);
+}
+
 // The launch of one tile variant; nullopt when the grid exceeds the dispatch limits. A vec4 tile
 // the problem does not allow runs with scalar loads.
 std::optional<TemplateLaunch> matmul_launch(const MatmulProblem& problem, MatmulTile tile, int n_inputs) {
@@ -248,6 +264,7 @@ TemplatePlanner glsl_template_planner(const TemplateOptions& options) {
     if (!p) return std::nullopt;
     if (p->m == 0 || p->n == 0 || p->flops() < options.matmul_min_flops) return std::nullopt;
     if (!matmul_fits_i32(*p)) return std::nullopt;
+    if (strided_reads_lose_vec4(run, *p, default_matmul_tile(caps))) return std::nullopt;
     const int n_inputs = int(run.inputs.size());
     if (options.force_tile) return matmul_launch(*p, options.tile, n_inputs);
     if (options.autotuner && (run.max_autotune || autotune_everywhere())) {

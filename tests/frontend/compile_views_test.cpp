@@ -101,7 +101,10 @@ TEST(CompileViews, TransposedOperandsOfALinearLayersProductsAreReadInPlace) {
                  device.name() + " g^T x");
     if (strided_template(device)) {
       EXPECT_EQ(linear_fn.stats().program.kernels, 1) << device.name();
-      EXPECT_EQ(grad_fn.stats().program.kernels, 1) << device.name();
+      // On a software Vulkan device a transposed A would cost the template its vec4 loads, which
+      // measured slower than copying the transpose first: there it stays a copy.
+      const bool copies_a = device.name().rfind("vulkan", 0) == 0 && device.backend().caps().is_cpu;
+      EXPECT_EQ(grad_fn.stats().program.kernels, copies_a ? 2 : 1) << device.name();
     }
   }
 }
