@@ -534,6 +534,26 @@ TEST(CudaEmulatedCompile, ConvAndAttentionMatchCpu) {
   }
 }
 
+// Attention's head split and key transpose, and a transposed A, read in place by the CUDA matmul
+// template through leading dims and batch strides: each function is one template launch, checked
+// against the cpu reference.
+TEST(CudaEmulatedCompile, MatmulTemplatesReadViewsInPlace) {
+  Device dev = emulated_device();
+  auto& backend = dynamic_cast<CudaEmulatedBackend&>(dev.backend());
+  auto scores = compile([](const Tensor& q, const Tensor& k) {
+    return matmul(permute(q, {0, 2, 1, 3}), permute(k, {0, 2, 3, 1}));
+  });
+  auto transposed_a = compile([](const Tensor& g, const Tensor& x) { return matmul(transpose(g, 0, 1), x); });
+  Tensor q = randn({2, 64, 2, 32}, Device::cpu(), 31), k = randn({2, 64, 2, 32}, Device::cpu(), 32);
+  Tensor g = randn({96, 80}, Device::cpu(), 33), x = randn({96, 128}, Device::cpu(), 34);
+  const size_t planned = backend.templates_planned();
+  expect_close(scores(q.to(dev), k.to(dev)), matmul(permute(q, {0, 2, 1, 3}), permute(k, {0, 2, 3, 1})), 1e-4, 1e-5);
+  expect_close(transposed_a(g.to(dev), x.to(dev)), matmul(transpose(g, 0, 1), x), 1e-4, 1e-5);
+  EXPECT_EQ(scores.stats().program.kernels, 1);
+  EXPECT_EQ(transposed_a.stats().program.kernels, 1);
+  EXPECT_GT(backend.templates_planned(), planned);
+}
+
 // The pointwise chains after a conv or matmul run inside the CUDA templates, where they store: a
 // per-channel scale and a clip, a full-size residual and a relu, a bias along a matmul's columns,
 // a scalar on the left of a sub and gelu.
