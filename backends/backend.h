@@ -119,10 +119,11 @@ struct BufferView {
   // Intermediates in a program's arena are rewritten every run, and are not stable.
   bool stable = false;
   // Element strides per dim of an input a template reads in place through views (a transpose or
-  // head split before a matmul, core/ir/strided_view.h); 0 where a dim broadcasts. Empty: the
-  // buffer holds `dims` row-major. Only templates that say so take strided inputs
-  // (Backend::plan_template); every other consumer gets row-major buffers.
+  // head split before a matmul, core/ir/strided_view.h), 0 where a dim broadcasts, and the element
+  // the view starts at. Empty: the buffer holds `dims` row-major from its start. Only matmul
+  // templates take strided inputs (decode_matmul); every other consumer gets row-major buffers.
   std::vector<int64_t> strides;
+  int64_t offset = 0;
   bool row_major() const { return strides.empty(); }
 };
 

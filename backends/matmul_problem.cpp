@@ -91,6 +91,8 @@ std::optional<MatmulProblem> matmul_problem(const OpRun& run) {
   p.lda = la->ld;
   p.trans_b = lb->transposed;
   p.ldb = lb->ld;
+  p.a_offset = run.inputs[0].offset;
+  p.b_offset = run.inputs[1].offset;
   const size_t a_batch_rank = a.size() - (a_vec ? 1 : 2), b_batch_rank = b.size() - (b_vec ? 1 : 2);
   const size_t out_batch_rank = out.size() - (a_vec ? 0 : 1) - (b_vec ? 0 : 1);
   if (!batch_dims({a.begin(), a.begin() + long(a_batch_rank)}, {sa.begin(), sa.begin() + long(a_batch_rank)},
@@ -150,8 +152,12 @@ std::optional<MatmulProblem> gemm_problem(const OpRun& run) {
 
 std::optional<MatmulProblem> decode_matmul(const OpRun& run) {
   if (run.inputs.size() < 2 || run.outputs.size() != 1) return std::nullopt;
-  for (const BufferView& v : run.inputs)
-    if (!v.row_major() && (run.kind != OpKind::MatMul || v.strides.size() != v.dims.size())) return std::nullopt;
+  for (const BufferView& v : run.inputs) {
+    if (v.row_major()) continue;
+    if (run.kind != OpKind::MatMul || v.strides.size() != v.dims.size() || v.offset < 0) return std::nullopt;
+    for (int64_t stride : v.strides)
+      if (stride < 0) return std::nullopt;
+  }
   switch (run.kind) {
     case OpKind::MatMul: return matmul_problem(run);
     case OpKind::Linear: return linear_problem(run);
@@ -162,9 +168,9 @@ std::optional<MatmulProblem> decode_matmul(const OpRun& run) {
 
 bool matmul_fits_i32(const MatmulProblem& p) {
   // The last element each operand's indexing reaches, plus one (views read in place may skip).
-  const int64_t a_end = (p.batch0 - 1) * p.a_batch0 + (p.batch1 - 1) * p.a_batch1 +
+  const int64_t a_end = p.a_offset + (p.batch0 - 1) * p.a_batch0 + (p.batch1 - 1) * p.a_batch1 +
                         (p.trans_a ? (p.k - 1) * p.lda + p.m : (p.m - 1) * p.lda + p.k);
-  const int64_t b_end = (p.batch0 - 1) * p.b_batch0 + (p.batch1 - 1) * p.b_batch1 +
+  const int64_t b_end = p.b_offset + (p.batch0 - 1) * p.b_batch0 + (p.batch1 - 1) * p.b_batch1 +
                         (p.trans_b ? (p.n - 1) * p.ldb + p.k : (p.k - 1) * p.ldb + p.n);
   const int64_t batch = p.batch();
   for (int64_t v : {p.m * p.k * batch, p.k * p.n * batch, p.m * p.n * batch, a_end, b_end})
@@ -189,6 +195,8 @@ MatmulParams matmul_params(const MatmulProblem& p) {
   q.c_col = int32_t(p.c_col);
   q.alpha = float(p.alpha);
   q.beta = float(p.beta);
+  q.a_offset = int32_t(p.a_offset);
+  q.b_offset = int32_t(p.b_offset);
   return q;
 }
 

@@ -17,6 +17,7 @@ struct MatmulProblem {
   // Leading dims: element (m, k) of A at m * lda + k, or k * lda + m when trans_a; likewise B.
   // Row-major operands have lda = K (M when trans_a); a view read in place may have more.
   int64_t lda = 0, ldb = 0;
+  int64_t a_offset = 0, b_offset = 0;  // the element each operand's view starts at
   int64_t batch0 = 1, batch1 = 1;
   int64_t a_batch0 = 0, a_batch1 = 0, b_batch0 = 0, b_batch1 = 0;  // element strides per batch index
   bool has_c = false;
@@ -37,7 +38,8 @@ std::optional<MatmulProblem> decode_matmul(const OpRun& run);
 bool matmul_fits_i32(const MatmulProblem& p);
 
 // The matmul templates' parameter block (shaders/matmul.comp's push constants in scalar layout,
-// shaders/cuda/matmul_params.cuh): sizes, leading dimensions, batch strides, the epilogue's terms.
+// shaders/cuda/matmul_params.cuh): sizes, leading dimensions, batch strides, the epilogue's terms,
+// the operands' first elements.
 struct MatmulParams {
   int32_t m, n, k;
   int32_t lda, ldb, ldo;
@@ -46,6 +48,7 @@ struct MatmulParams {
   int32_t b_batch0, b_batch1;
   int32_t c_row, c_col;
   float alpha, beta;
+  int32_t a_offset, b_offset;
 };
 // The block for a problem that matmul_fits_i32.
 MatmulParams matmul_params(const MatmulProblem& p);

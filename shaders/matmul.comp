@@ -66,6 +66,7 @@ layout(push_constant, scalar) uniform Params {
   int b_batch0, b_batch1;
   int c_row, c_col;             // Cin strides in elements
   float alpha, beta;
+  int a_offset, b_offset;       // the element each operand starts at (a view read in place)
 } p;
 
 #if !VEC4
@@ -104,8 +105,8 @@ void main() {
   const int row0 = int(gl_WorkGroupID.y) * BM, col0 = int(gl_WorkGroupID.x) * BN;
   const int z = int(gl_WorkGroupID.z);
   const int b0 = z / p.batch1, b1 = z - b0 * p.batch1;
-  const int a_base = b0 * p.a_batch0 + b1 * p.a_batch1;
-  const int b_base = b0 * p.b_batch0 + b1 * p.b_batch1;
+  const int a_base = p.a_offset + b0 * p.a_batch0 + b1 * p.a_batch1;
+  const int b_base = p.b_offset + b0 * p.b_batch0 + b1 * p.b_batch1;
   const int out_base = z * p.M * p.ldo;
 
   float acc[TM][TN];

@@ -163,11 +163,12 @@ class CpuBackend : public reference::HostBackend {
   }
 
   static HostOp host_op_of(const OpRun& run) {
-    HostOp op{run.kind, run.attrs, {}, {}, {}, {}, {}, {}, {}, {}};
+    HostOp op{run.kind, run.attrs, {}, {}, {}, {}, {}, {}, {}, {}, {}};
     for (const BufferView& v : run.inputs) {
       op.input_types.push_back(v.dtype);
       op.input_dims.push_back(v.dims);
       op.input_strides.push_back(v.strides);
+      op.input_offsets.push_back(v.offset);
       op.constants.push_back(v.buffer);
       op.stable.push_back(v.stable);
     }

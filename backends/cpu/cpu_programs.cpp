@@ -169,16 +169,18 @@ std::string HostOp::text() const {
     return out + "]";
   };
   auto types = [&list](const std::vector<DType>& t, const std::vector<std::vector<int64_t>>& d,
-                       const std::vector<std::vector<int64_t>>& strides) {
+                       const std::vector<std::vector<int64_t>>& strides, const std::vector<int64_t>& offsets) {
     std::string out;
     for (size_t i = 0; i < t.size(); ++i) {
       out += std::string(i ? ", " : "") + std::string(dtype_name(t[i])) + list(d[i]);
       if (i < strides.size() && !strides[i].empty()) out += "/" + list(strides[i]);
+      if (i < offsets.size() && offsets[i] != 0) out += "+" + std::to_string(offsets[i]);
     }
     return out;
   };
   std::string out = std::string(op_name(kind)) + (is_channels_last(attrs) ? " channels_last " : " ") +
-                    types(input_types, input_dims, input_strides) + " -> " + types(output_types, output_dims, {});
+                    types(input_types, input_dims, input_strides, input_offsets) + " -> " +
+                    types(output_types, output_dims, {}, {});
   for (const HostEpilogueStep& step : epilogue)
     out += " + " + std::string(op_name(step.kind)) + (step.operand < 0 ? "" : " #" + std::to_string(step.operand));
   return out;
@@ -188,7 +190,7 @@ HostOpProgram::HostOpProgram(HostOp op) : op_(std::move(op)) {
   std::vector<BufferView> ins, outs;
   for (size_t i = 0; i < op_.input_types.size(); ++i)
     ins.push_back({const_cast<Buffer*>(op_.constants[i]), op_.input_types[i], op_.input_dims[i], false,
-                   op_.input_strides[i]});
+                   op_.input_strides[i], op_.input_offsets[i]});
   for (size_t i = 0; i < op_.output_types.size(); ++i) outs.push_back({nullptr, op_.output_types[i], op_.output_dims[i]});
   std::vector<EpilogueStep> epilogue;
   for (const HostEpilogueStep& step : op_.epilogue) epilogue.push_back({step.kind, &step.attrs, step.operand, step.operand_first});
@@ -202,6 +204,8 @@ void HostOpProgram::run(std::span<Buffer* const> buffers, std::span<const size_t
   for (size_t i = 0; i < buffers.size(); ++i) {
     const auto& buffer = static_cast<const reference::HostBuffer&>(*buffers[i]);
     operands[i].data = static_cast<char*>(buffer.data()) + (offsets.empty() ? 0 : offsets[i]);
+    if (i < op_.input_offsets.size())  // a view read in place starts past the buffer's start
+      operands[i].data = static_cast<char*>(operands[i].data) + op_.input_offsets[i] * int64_t(dtype_size(op_.input_types[i]));
     if (i < op_.stable.size() && op_.stable[i]) operands[i].serial = buffer.serial();
   }
   if (onednn_) {

@@ -73,12 +73,13 @@ struct HostOp {
   std::vector<DType> input_types, output_types;
   std::vector<std::vector<int64_t>> input_dims, output_dims;
   std::vector<std::vector<int64_t>> input_strides;  // per input: BufferView::strides (empty: row-major)
+  std::vector<int64_t> input_offsets;               // per input: BufferView::offset, in elements
   std::vector<const Buffer*> constants;  // per input: a program constant's buffer (packed once), or null
   std::vector<bool> stable;              // per input: BufferView::stable
   std::vector<HostEpilogueStep> epilogue;
   bool operator==(const HostOp&) const = default;
-  // "matmul f32[64,128] f32[128,10] -> f32[64,10]" ("conv channels_last ...", "f32[4,8]/[1,4]" for
-  // a strided input), then " + relu" per step.
+  // "matmul f32[64,128] f32[128,10] -> f32[64,10]" ("conv channels_last ...", "f32[4,8]/[1,4]+8"
+  // for a strided input from element 8), then " + relu" per step.
   std::string text() const;
 };
 

@@ -36,18 +36,18 @@ bool autotune_everywhere() {
 }
 
 // Whether the vec4 variant can run the problem: A row-major, and every row start and batch offset
-// of A and B on a whole vec4 (K, and N unless B is transposed, the leading dims and batch strides
-// multiples of 4).
+// of A and B on a whole vec4 (K, and N unless B is transposed, the leading dims, batch strides and
+// first elements multiples of 4).
 bool vec4_fits(const MatmulProblem& p, const MatmulTile& t) {
   if (t.shared || p.trans_a || p.k % 4 != 0) return false;
   if (!p.trans_b && (p.n % 4 != 0 || t.tn % 4 != 0)) return false;
-  for (int64_t stride : {p.lda, p.ldb, p.a_batch0, p.a_batch1, p.b_batch0, p.b_batch1})
+  for (int64_t stride : {p.lda, p.ldb, p.a_batch0, p.a_batch1, p.b_batch0, p.b_batch1, p.a_offset, p.b_offset})
     if (stride % 4 != 0) return false;
   return true;
 }
 
 // Whether reading views in place (strided inputs) would cost the vec4 loads the row-major
-// operands get: a transposed A, or rows off a vec4 boundary. On lavapipe that measured slower than
+// operands get: a transposed A, or rows or a first element off a vec4 boundary. On lavapipe that measured slower than
 // copying the view first (kiln-bench-train's MLP step), so the template declines and the views stay
 // copies.
 bool strided_reads_lose_vec4(const OpRun& run, const MatmulProblem& p, const MatmulTile& tile) {
@@ -56,6 +56,7 @@ bool strided_reads_lose_vec4(const OpRun& run, const MatmulProblem& p, const Mat
   for (BufferView& v : row_major) {
     strided = strided || !v.row_major();
     v.strides.clear();
+    v.offset = 0;
   }
   if (!strided || !tile.vec4 || vec4_fits(p, tile)) return false;
   std::optional<MatmulProblem> copied = decode_matmul(OpRun{run.kind, run.attrs, row_major, run.outputs});

@@ -45,6 +45,7 @@ struct OpTable {
     ops::define_linalg_grads(defs);
     ops::define_conv_grads(defs);
     ops::define_conv_expansions(defs);
+    ops::define_shape_expansions(defs);
     ops::define_norm_grads(defs);
     ops::define_shape_grads(defs);
   }

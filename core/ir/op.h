@@ -65,9 +65,9 @@ class GradBuilder;  // core/ir/grad_builder.h
 using VjpFn = std::function<std::vector<Value*>(GradBuilder&)>;
 
 // An op written in other ops (GradBuilder::op), for backends whose kernels run those faster than
-// the op's own: nullptr where this node cannot be written so. The expand-ops pass
-// (core/passes/passes.h) applies it where the backend asks.
-using ExpandFn = std::function<Value*(GradBuilder&)>;
+// the op's own: one value per output, or none where this node cannot be written so. The expand-ops
+// pass (core/passes/passes.h) applies it where the backend asks.
+using ExpandFn = std::function<std::vector<Value*>(GradBuilder&)>;
 
 // How gradients pass an op. Rule: `vjp` gives them. None: no gradient flows through it (its outputs
 // are integers, booleans or indices, or piecewise constant: comparisons, argmax, floor, sign).
@@ -84,7 +84,7 @@ struct OpDef {
   InferFn infer;
   Gradient gradient = Gradient::Missing;  // set with the rules, core/ir/ops/<family>_grad.cpp
   VjpFn vjp;
-  ExpandFn expand;  // set by the family files that have expansions (conv_expand.cpp)
+  ExpandFn expand;  // set by the family files that have expansions (conv_expand.cpp, shape_expand.cpp)
 };
 
 const OpDef& op_def(OpKind kind);
@@ -140,6 +140,7 @@ void define_norm_grads(std::vector<OpDef>& table);
 void define_shape_grads(std::vector<OpDef>& table);
 // Expansions (`expand`), per family that has them.
 void define_conv_expansions(std::vector<OpDef>& table);
+void define_shape_expansions(std::vector<OpDef>& table);
 }  // namespace ops
 
 // numpy broadcasting of two shapes; nullopt when incompatible. Symbolic dims broadcast when they are

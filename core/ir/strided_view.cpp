@@ -69,27 +69,51 @@ std::optional<std::vector<int64_t>> expanded(const std::vector<int64_t>& in_dims
   return out;
 }
 
+// ONNX Slice: along each sliced axis the view starts at its first element and steps by its step;
+// the output dims say how many it takes.
+std::optional<std::vector<int64_t>> sliced(const AttrMap& attrs, const std::vector<int64_t>& in_dims,
+                                           const std::vector<int64_t>& strides, int64_t& offset) {
+  const std::vector<SymInt>& starts = attrs.get_syms("starts");
+  const std::vector<int64_t>& axes = attrs.get_ints("axes");
+  const std::vector<int64_t>& steps = attrs.get_ints("steps");
+  std::vector<int64_t> out = strides;
+  for (size_t i = 0; i < starts.size(); ++i) {
+    int64_t axis = axes.empty() ? int64_t(i) : axes[i];
+    if (axis < 0) axis += int64_t(in_dims.size());
+    const int64_t step = steps.empty() ? 1 : steps[i];
+    if (axis < 0 || axis >= int64_t(in_dims.size()) || step <= 0 || !starts[i].is_static()) return std::nullopt;
+    const SymInt first = slice_first(SymInt(in_dims[size_t(axis)]), starts[i], step);
+    if (!first.is_static()) return std::nullopt;
+    offset += first.value() * strides[size_t(axis)];
+    out[size_t(axis)] = strides[size_t(axis)] * step;
+  }
+  return out;
+}
+
 }  // namespace
 
 bool is_stride_view(OpKind kind) {
-  return kind == OpKind::Reshape || kind == OpKind::Permute || kind == OpKind::Expand;
+  return kind == OpKind::Reshape || kind == OpKind::Permute || kind == OpKind::Expand || kind == OpKind::Slice;
 }
 
-std::optional<std::vector<int64_t>> strides_through_views(const std::vector<int64_t>& source_dims,
-                                                          const std::vector<ViewStep>& chain) {
+std::optional<StridedLayout> strides_through_views(const std::vector<int64_t>& source_dims,
+                                                   const std::vector<ViewStep>& chain) {
   std::vector<int64_t> dims = source_dims;
-  std::optional<std::vector<int64_t>> strides = contiguous_strides(source_dims);
+  StridedLayout layout{contiguous_strides(source_dims), 0};
   for (const ViewStep& step : chain) {
+    std::optional<std::vector<int64_t>> strides;
     switch (step.kind) {
-      case OpKind::Reshape: strides = reshaped(dims, *strides, step.out_dims); break;
-      case OpKind::Permute: strides = permuted(*step.attrs, *strides); break;
-      case OpKind::Expand: strides = expanded(dims, *strides, step.out_dims); break;
+      case OpKind::Reshape: strides = reshaped(dims, layout.strides, step.out_dims); break;
+      case OpKind::Permute: strides = permuted(*step.attrs, layout.strides); break;
+      case OpKind::Expand: strides = expanded(dims, layout.strides, step.out_dims); break;
+      case OpKind::Slice: strides = sliced(*step.attrs, dims, layout.strides, layout.offset); break;
       default: return std::nullopt;
     }
     if (!strides || strides->size() != step.out_dims.size()) return std::nullopt;
+    layout.strides = std::move(*strides);
     dims = step.out_dims;
   }
-  return strides;
+  return layout;
 }
 
 }  // namespace kiln

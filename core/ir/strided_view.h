@@ -1,6 +1,6 @@
-// Views as strides: where a chain of reshape, permute and expand ops reads its source in place,
-// the element strides it reads it with. A template that takes strided operands (the matmul
-// templates) reads a transpose or a head split through them instead of a copy.
+// Views as strides: where a chain of reshape, permute, expand and slice ops reads its source in
+// place, the element strides (and first element) it reads it with. A template that takes strided
+// operands (the matmul templates) reads a transpose or a head split through them instead of a copy.
 #pragma once
 
 #include <cstdint>
@@ -19,13 +19,21 @@ struct ViewStep {
   std::vector<int64_t> out_dims;
 };
 
-// Whether `kind` is a view strides can express (reshape where the bytes allow, permute, expand).
+// Whether `kind` is a view strides can express (reshape where the bytes allow, permute, expand,
+// slice with positive steps).
 bool is_stride_view(OpKind kind);
 
-// The element strides with which `chain`'s last output reads a row-major source of `source_dims`
-// (element (i0, i1, ...) at sum(i_d * strides[d]); 0 where a dim broadcasts); nothing when a step
-// cannot be read so (a reshape merging dims a permute split, a pad, a slice).
-std::optional<std::vector<int64_t>> strides_through_views(const std::vector<int64_t>& source_dims,
-                                                          const std::vector<ViewStep>& chain);
+// Where a view reads its source: element (i0, i1, ...) at offset + sum(i_d * strides[d]); a stride
+// is 0 where a dim broadcasts.
+struct StridedLayout {
+  std::vector<int64_t> strides;
+  int64_t offset = 0;
+};
+
+// The layout with which `chain`'s last output reads a row-major source of `source_dims`; nothing
+// when a step cannot be read so (a reshape merging dims a permute split, a pad, a slice whose start
+// is known only at run time or whose step is negative).
+std::optional<StridedLayout> strides_through_views(const std::vector<int64_t>& source_dims,
+                                                   const std::vector<ViewStep>& chain);
 
 }  // namespace kiln

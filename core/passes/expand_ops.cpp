@@ -1,7 +1,8 @@
 // expand-ops: ops the backend has no fast kernels for become their expansions (OpDef::expand), the
 // ops the backend does run fast. A conv's input and weight gradients (conv_transpose,
 // conv_weight_grad) run as oneDNN primitives on cpu, and as a conv and a matmul on the templates of
-// Vulkan and CUDA.
+// Vulkan and CUDA. A split becomes one slice per piece: views, which fusion moves into their
+// readers or a matmul template reads in place.
 #include <unordered_map>
 
 #include "core/ir/grad_builder.h"
@@ -15,18 +16,21 @@ Pass expand_ops_pass(std::function<bool(const Node&)> keep) {
           [keep = std::move(keep)](Graph& graph) {
             std::unordered_map<const Node*, const Node*> places;  // each added node -> the node it replaces
             std::unordered_map<const Value*, Value*> replaced;
+            int64_t expanded = 0;
             for (Node* node : graph.nodes()) {
               const OpDef& def = op_def(node->kind);
-              if (!def.expand || node->outputs.size() != 1 || keep(*node)) continue;
+              if (!def.expand || keep(*node)) continue;
               const size_t before = graph.num_nodes();
               GradBuilder builder = GradBuilder::expanding(graph, *node);
-              Value* expansion = def.expand(builder);
+              const std::vector<Value*> expansion = def.expand(builder);
               const std::vector<Node*> nodes = graph.nodes();
               for (size_t i = before; i < nodes.size(); ++i) places[nodes[i]] = node;
-              if (expansion) replaced[node->output()] = expansion;
+              if (expansion.empty() || expansion.size() != node->outputs.size()) continue;
+              ++expanded;
+              for (size_t i = 0; i < expansion.size(); ++i) replaced[node->outputs[i]] = expansion[i];
             }
             PassStats stats;
-            stats.counters["ops_expanded"] = int64_t(replaced.size());
+            stats.counters["ops_expanded"] = expanded;
             if (places.empty()) return stats;
             graph.replace_uses(replaced);
             restore_topological_order(graph, places);

@@ -84,10 +84,11 @@ std::optional<PlannedProgram::LaunchPlan> PlannedProgram::template_launch(
     std::vector<ViewStep> steps;
     for (const ProgramKernel::ViewOp& view : ks.input_views[i])
       steps.push_back({view.kind, &view.attrs, concrete_dims(view.out_shape, bindings)});
-    std::optional<std::vector<int64_t>> strides = strides_through_views(ins.back().dims, steps);
-    if (!strides) return std::nullopt;
+    std::optional<StridedLayout> layout = strides_through_views(ins.back().dims, steps);
+    if (!layout) return std::nullopt;
     ins.back().dims = steps.back().out_dims;
-    ins.back().strides = std::move(*strides);
+    ins.back().strides = std::move(layout->strides);
+    ins.back().offset = layout->offset;
   }
   for (int v : ks.node_outputs)
     outs.push_back({nullptr, values_[size_t(v)].type.dtype, concrete_dims(values_[size_t(v)].type.shape, bindings)});

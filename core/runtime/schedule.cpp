@@ -34,8 +34,8 @@ ViewsAtHints::ViewsAtHints(const Node& n) {
 
 namespace {
 
-// The strides `views` read their source with at its traced sizes.
-std::optional<std::vector<int64_t>> strides_at_hints(const std::vector<const Node*>& views) {
+// The layout `views` read their source with at its traced sizes.
+std::optional<StridedLayout> strides_at_hints(const std::vector<const Node*>& views) {
   std::vector<ViewStep> steps;
   for (const Node* n : views) steps.push_back({n->kind, &n->attrs, at_hints(n->output()).dims});
   return strides_through_views(at_hints(views.front()->inputs[0]).dims, steps);
@@ -49,9 +49,10 @@ bool template_serves(Backend& backend, bool max_autotune, const Node& anchor, co
   for (size_t i = 0; i < anchor.inputs.size(); ++i) {
     ins.push_back(at_hints(anchor.inputs[i]));
     if (i >= views.size() || views[i].empty()) continue;
-    std::optional<std::vector<int64_t>> strides = strides_at_hints(views[i]);
-    if (!strides) return false;
-    ins.back().strides = std::move(*strides);
+    std::optional<StridedLayout> layout = strides_at_hints(views[i]);
+    if (!layout) return false;
+    ins.back().strides = std::move(layout->strides);
+    ins.back().offset = layout->offset;
   }
   std::vector<EpilogueStep> steps;
   for (const ChainStep& c : template_chain(anchor, epilogue)) {

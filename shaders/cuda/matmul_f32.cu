@@ -49,7 +49,7 @@ extern "C" __global__ void __launch_bounds__(THREADS) kiln_matmul_f32(const floa
   __shared__ float sb[2][BK][BN + 1];
   const int z = int(blockIdx.z);
   const int b0 = z / p.batch1, b1 = z - b0 * p.batch1;
-  MatmulLoader ld{a, b, p, b0 * p.a_batch0 + b1 * p.a_batch1, b0 * p.b_batch0 + b1 * p.b_batch1};
+  MatmulLoader ld{a, b, p, p.a_offset + b0 * p.a_batch0 + b1 * p.a_batch1, p.b_offset + b0 * p.b_batch0 + b1 * p.b_batch1};
   const int row0 = int(blockIdx.y) * BM, col0 = int(blockIdx.x) * BN;
   float acc[TM][TN];
   kiln_gemm_tile(ld, row0, col0, p.K, sa, sb, acc);

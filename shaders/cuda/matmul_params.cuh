@@ -8,4 +8,5 @@ struct MatmulParams {
   int b_batch0, b_batch1;
   int c_row, c_col;
   float alpha, beta;
+  int a_offset, b_offset;  // the element each operand starts at (a view read in place)
 };

@@ -40,8 +40,8 @@ extern "C" __global__ void __launch_bounds__(THREADS) kiln_matmul_wmma(const ele
   const int wm = warp / 2, wn = warp % 2;  // the warp's 32x32 quarter of the tile
   const int z = int(blockIdx.z);
   const int b0 = z / p.batch1, b1 = z - b0 * p.batch1;
-  const elem_t* pa = a + b0 * p.a_batch0 + b1 * p.a_batch1;
-  const elem_t* pb = b + b0 * p.b_batch0 + b1 * p.b_batch1;
+  const elem_t* pa = a + p.a_offset + b0 * p.a_batch0 + b1 * p.a_batch1;
+  const elem_t* pb = b + p.b_offset + b0 * p.b_batch0 + b1 * p.b_batch1;
   const int row0 = int(blockIdx.y) * BM, col0 = int(blockIdx.x) * BN;
   const elem_t zero = from_f32(0.0f);
 

@@ -534,9 +534,9 @@ TEST(CudaEmulatedCompile, ConvAndAttentionMatchCpu) {
   }
 }
 
-// Attention's head split and key transpose, and a transposed A, read in place by the CUDA matmul
-// template through leading dims and batch strides: each function is one template launch, checked
-// against the cpu reference.
+// Attention's head split and key transpose, a transposed A, and the halves of a packed projection,
+// read in place by the CUDA matmul template through leading dims, batch strides and first
+// elements: each function is one template launch, checked against the cpu reference.
 TEST(CudaEmulatedCompile, MatmulTemplatesReadViewsInPlace) {
   Device dev = emulated_device();
   auto& backend = dynamic_cast<CudaEmulatedBackend&>(dev.backend());
@@ -552,6 +552,15 @@ TEST(CudaEmulatedCompile, MatmulTemplatesReadViewsInPlace) {
   EXPECT_EQ(scores.stats().program.kernels, 1);
   EXPECT_EQ(transposed_a.stats().program.kernels, 1);
   EXPECT_GT(backend.templates_planned(), planned);
+  // The halves of a packed projection: the second starts 64 elements into each row.
+  auto packed_scores = compile([](const Tensor& qk) {
+    const std::vector<Tensor> halves = split(qk, 64, -1);
+    return matmul(halves[0], transpose(halves[1], 0, 1));
+  });
+  Tensor qk = randn({96, 128}, Device::cpu(), 35);
+  const std::vector<Tensor> halves = split(qk, 64, -1);
+  expect_close(packed_scores(qk.to(dev)), matmul(halves[0], transpose(halves[1], 0, 1)), 1e-4, 1e-5);
+  EXPECT_EQ(packed_scores.stats().program.kernels, 1);
 }
 
 // The pointwise chains after a conv or matmul run inside the CUDA templates, where they store: a

@@ -74,6 +74,28 @@ TEST(CompileViews, AttentionScoresReadTheHeadSplitAndKeyTransposeInPlace) {
   }
 }
 
+// Self-attention's packed projection: q and k are the two halves of one [B, S, 2 * H * D] tensor,
+// split and reshaped into heads. The split's pieces are slices (expand-ops), which the template
+// reads in place with the head split and key transpose: no copy of either half is written.
+TEST(CompileViews, AttentionScoresReadThePiecesOfAPackedProjectionInPlace) {
+  const int64_t b = 2, s = 64, h = 2, d = 32, e = h * d;
+  const std::vector<float> packed = values(b * s * 2 * e, 0.41f, 0.6f);
+  std::vector<float> q, k;
+  for (int64_t row = 0; row < b * s; ++row)
+    for (int64_t c = 0; c < 2 * e; ++c) (c < e ? q : k).push_back(packed[size_t(row * 2 * e + c)]);
+  const std::vector<double> want = scores_by_hand(q, k, b, s, h, d);
+  for (const Device& device : devices()) {
+    auto fast = compile([](const Tensor& qk) {
+      const std::vector<Tensor> halves = split(qk, qk.shape(2).hint() / 2, -1);
+      const Dims heads{qk.shape(0), qk.shape(1), 2, qk.shape(2).hint() / 4};
+      return scores(reshape(halves[0], heads), reshape(halves[1], heads));
+    });
+    const Tensor got = fast(from_vector(packed, {b, s, 2 * e}, device));
+    expect_close(got.to_vector<float>(), want, device.name());
+    if (strided_template(device)) EXPECT_EQ(fast.stats().program.kernels, 1) << device.name() << ": the halves were copied";
+  }
+}
+
 // A linear layer's gradients: dx = g w (w read as stored), dw = g^T x (g transposed), and the
 // forward x w^T (w transposed): each a matmul of a transposed operand.
 TEST(CompileViews, TransposedOperandsOfALinearLayersProductsAreReadInPlace) {

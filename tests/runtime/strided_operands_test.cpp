@@ -11,6 +11,14 @@ namespace {
 
 using Strides = std::optional<std::vector<int64_t>>;
 
+// The strides of a chain's layout (nothing when it has none).
+Strides strides_of(const std::vector<int64_t>& source_dims, const std::vector<ViewStep>& chain) {
+  std::optional<StridedLayout> layout = strides_through_views(source_dims, chain);
+  if (!layout) return std::nullopt;
+  EXPECT_EQ(layout->offset, 0);
+  return layout->strides;
+}
+
 AttrMap permutation(std::vector<int64_t> dims) {
   AttrMap attrs;
   attrs.set("dims", std::move(dims));
@@ -20,38 +28,54 @@ AttrMap permutation(std::vector<int64_t> dims) {
 TEST(StridedView, PermuteReordersTheSourceStrides) {
   const AttrMap attrs = permutation({0, 2, 1, 3});
   // [B=2, S=5, H=3, D=4] row-major: strides 60, 12, 4, 1; the head split reads [B, H, S, D].
-  EXPECT_EQ(strides_through_views({2, 5, 3, 4}, {{OpKind::Permute, &attrs, {2, 3, 5, 4}}}),
+  EXPECT_EQ(strides_of({2, 5, 3, 4}, {{OpKind::Permute, &attrs, {2, 3, 5, 4}}}),
             Strides(std::vector<int64_t>{60, 4, 12, 1}));
 }
 
 TEST(StridedView, ExpandReadsOneElementAlongGrownDims) {
   const AttrMap attrs;
-  EXPECT_EQ(strides_through_views({3, 1}, {{OpKind::Expand, &attrs, {2, 3, 4}}}),
+  EXPECT_EQ(strides_of({3, 1}, {{OpKind::Expand, &attrs, {2, 3, 4}}}),
             Strides(std::vector<int64_t>{0, 1, 0}));
-  EXPECT_EQ(strides_through_views({3, 2}, {{OpKind::Expand, &attrs, {3, 4}}}), std::nullopt);
+  EXPECT_EQ(strides_of({3, 2}, {{OpKind::Expand, &attrs, {3, 4}}}), std::nullopt);
 }
 
 TEST(StridedView, ReshapeSplitsAndMergesDimsThatLieEvenlyApart) {
   const AttrMap attrs;
   const AttrMap transpose = permutation({1, 0});
   // Splitting a row-major [6, 4] into [2, 3, 4], then merging back.
-  EXPECT_EQ(strides_through_views({6, 4}, {{OpKind::Reshape, &attrs, {2, 3, 4}}}),
+  EXPECT_EQ(strides_of({6, 4}, {{OpKind::Reshape, &attrs, {2, 3, 4}}}),
             Strides(std::vector<int64_t>{12, 4, 1}));
   // A transposed [4, 6] (strides 1, 4) split along its second dim: [4, 2, 3] with strides 1, 12, 4.
-  EXPECT_EQ(strides_through_views({6, 4}, {{OpKind::Permute, &transpose, {4, 6}}, {OpKind::Reshape, &attrs, {4, 2, 3}}}),
+  EXPECT_EQ(strides_of({6, 4}, {{OpKind::Permute, &transpose, {4, 6}}, {OpKind::Reshape, &attrs, {4, 2, 3}}}),
             Strides(std::vector<int64_t>{1, 12, 4}));
   // Merging the transposed dims back into one is no stride.
-  EXPECT_EQ(strides_through_views({6, 4}, {{OpKind::Permute, &transpose, {4, 6}}, {OpKind::Reshape, &attrs, {24}}}),
+  EXPECT_EQ(strides_of({6, 4}, {{OpKind::Permute, &transpose, {4, 6}}, {OpKind::Reshape, &attrs, {24}}}),
             std::nullopt);
   // Dims of 1 take any place.
-  EXPECT_EQ(strides_through_views({6, 4}, {{OpKind::Reshape, &attrs, {1, 6, 1, 4}}}),
+  EXPECT_EQ(strides_of({6, 4}, {{OpKind::Reshape, &attrs, {1, 6, 1, 4}}}),
             Strides(std::vector<int64_t>{24, 4, 4, 1}));
+}
+
+TEST(StridedView, ASliceStartsAtItsFirstElementAndStepsByItsStep) {
+  AttrMap attrs;
+  attrs.set("axes", std::vector<int64_t>{1});
+  attrs.set("starts", std::vector<SymInt>{SymInt(4)});
+  attrs.set("ends", std::vector<SymInt>{SymInt(12)});
+  attrs.set("steps", std::vector<int64_t>{2});
+  // Columns 4, 6, 8, 10 of a row-major [3, 12]: element (i, j) at 4 + 12 i + 2 j.
+  std::optional<StridedLayout> layout = strides_through_views({3, 12}, {{OpKind::Slice, &attrs, {3, 4}}});
+  ASSERT_TRUE(layout);
+  EXPECT_EQ(layout->strides, (std::vector<int64_t>{12, 2}));
+  EXPECT_EQ(layout->offset, 4);
+  // A start known only at run time is no layout.
+  attrs.set("starts", std::vector<SymInt>{SymInt::symbol("t", 4)});
+  EXPECT_FALSE(strides_through_views({3, 12}, {{OpKind::Slice, &attrs, {3, 4}}}));
 }
 
 TEST(StridedView, OtherViewsAreNoStrides) {
   const AttrMap attrs;
-  EXPECT_EQ(strides_through_views({4, 4}, {{OpKind::Pad, &attrs, {6, 6}}}), std::nullopt);
-  EXPECT_FALSE(is_stride_view(OpKind::Slice));
+  EXPECT_EQ(strides_of({4, 4}, {{OpKind::Pad, &attrs, {6, 6}}}), std::nullopt);
+  EXPECT_FALSE(is_stride_view(OpKind::IndexSelect));
 }
 
 // A matmul run at these operand views (no buffers).
@@ -91,6 +115,21 @@ TEST(MatmulProblem, AHeadSplitAndAKeyTransposeDecodeToStridesAndATransposedB) {
   const MatmulParams params = matmul_params(*p);
   EXPECT_EQ(params.lda, 12);
   EXPECT_EQ(params.ldb, 12);
+}
+
+TEST(MatmulProblem, AViewsFirstElementIsTheOperandsOffset) {
+  // k, the second third of a packed [S=5, 3 * 8] projection, read transposed: B is [8, 5] with
+  // column stride 24, from element 8.
+  BufferView k{nullptr, DType::F32, {8, 5}, false, {1, 24}, 8};
+  std::optional<MatmulProblem> p = decode({nullptr, DType::F32, {5, 8}}, k, {5, 5});
+  ASSERT_TRUE(p);
+  EXPECT_TRUE(p->trans_b);
+  EXPECT_EQ(p->ldb, 24);
+  EXPECT_EQ(p->a_offset, 0);
+  EXPECT_EQ(p->b_offset, 8);
+  EXPECT_EQ(matmul_params(*p).b_offset, 8);
+  // A negative stride (a reversed view) is no problem.
+  EXPECT_FALSE(decode({nullptr, DType::F32, {5, 8}}, {nullptr, DType::F32, {8, 5}, false, {-5, 1}, 35}, {5, 5}));
 }
 
 TEST(MatmulProblem, AMatrixWithoutAContiguousDimIsNoProblem) {

@@ -238,11 +238,19 @@ Value* expand_conv_weight_grad(G& b) {
   return correlate(b, x, g, w, w.pad_end, b.attrs().get_int("groups"));
 }
 
+// An expansion of a one-output op: its value, or none.
+ExpandFn one_output(Value* (*expand)(G&)) {
+  return [expand](G& b) {
+    Value* v = expand(b);
+    return v ? std::vector<Value*>{v} : std::vector<Value*>{};
+  };
+}
+
 }  // namespace
 
 void define_conv_expansions(std::vector<OpDef>& t) {
-  t[size_t(K::ConvTranspose)].expand = expand_conv_transpose;
-  t[size_t(K::ConvWeightGrad)].expand = expand_conv_weight_grad;
+  t[size_t(K::ConvTranspose)].expand = one_output(expand_conv_transpose);
+  t[size_t(K::ConvWeightGrad)].expand = one_output(expand_conv_weight_grad);
 }
 
 }  // namespace kiln::ops
