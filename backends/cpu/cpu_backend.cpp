@@ -13,6 +13,7 @@
 #include <omp.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <map>
 #include <mutex>
 
@@ -112,16 +113,13 @@ class CpuBackend : public reference::HostBackend {
     return have_onednn() && runs_as_host_op(run.kind) && make_onednn_op(run) != nullptr;
   }
   std::optional<TemplateLaunch> plan_template(const OpRun& run) override {
-    if (!runs_as_host_op(run.kind)) return std::nullopt;
-    // Only oneDNN reads strided inputs; the reference kernels read row-major buffers.
-    for (const BufferView& v : run.inputs)
-      if (!v.row_major() && (!have_onednn() || make_onednn_op(run) == nullptr)) return std::nullopt;
+    if (!runs_as_host_op(run.kind) || !takes_inputs(run)) return std::nullopt;
     return launch_of(host_op_of(run), run);
   }
   // A matmul or conv with its epilogue as oneDNN post-ops (onednn_ops.h says which steps), when
   // oneDNN takes them on the op's own kernel; asked once per distinct op.
   std::optional<TemplateLaunch> plan_fused_template(const OpRun& run, std::span<const EpilogueStep> epilogue) override {
-    if (!runs_as_host_op(run.kind) || !have_onednn()) return std::nullopt;
+    if (!runs_as_host_op(run.kind) || !have_onednn() || !takes_inputs(run)) return std::nullopt;
     HostOp op = host_op_of(run);
     for (const EpilogueStep& step : epilogue) op.epilogue.push_back({step.kind, *step.attrs, step.operand, step.operand_first});
     const size_t index = host_op_index(op);
@@ -160,6 +158,14 @@ class CpuBackend : public reference::HostBackend {
     t.source = "host op #" + std::to_string(host_op_index(op)) + ": " + op.text();
     for (size_t i = 0; i < run.inputs.size() + run.outputs.size(); ++i) t.args.push_back(int(i));
     return t;
+  }
+
+  // Strided inputs (views read in place) only where oneDNN's matmul reads them; the reference
+  // kernels read row-major buffers.
+  static bool takes_inputs(const OpRun& run) {
+    const bool strided =
+        std::any_of(run.inputs.begin(), run.inputs.end(), [](const BufferView& v) { return !v.row_major(); });
+    return !strided || (run.kind == OpKind::MatMul && have_onednn() && make_onednn_op(run) != nullptr);
   }
 
   static HostOp host_op_of(const OpRun& run) {

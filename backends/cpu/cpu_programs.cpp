@@ -205,7 +205,8 @@ void HostOpProgram::run(std::span<Buffer* const> buffers, std::span<const size_t
     const auto& buffer = static_cast<const reference::HostBuffer&>(*buffers[i]);
     operands[i].data = static_cast<char*>(buffer.data()) + (offsets.empty() ? 0 : offsets[i]);
     if (i < op_.input_offsets.size())  // a view read in place starts past the buffer's start
-      operands[i].data = static_cast<char*>(operands[i].data) + op_.input_offsets[i] * int64_t(dtype_size(op_.input_types[i]));
+      operands[i].data =
+          static_cast<char*>(operands[i].data) + op_.input_offsets[i] * int64_t(dtype_size(op_.input_types[i]));
     if (i < op_.stable.size() && op_.stable[i]) operands[i].serial = buffer.serial();
   }
   if (onednn_) {

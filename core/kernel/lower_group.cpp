@@ -214,7 +214,8 @@ LoweredGroup lower_group(const std::vector<const Node*>& nodes, const std::vecto
                  "them, and pointwise consumers of one reduction/matmul/conv fuse");
     // A template's group reads views of its operands in place (FusionOptions::template_views):
     // its generic kernel reads them through their index maps.
-    const bool views_before = std::all_of(nodes.begin(), nodes.begin() + long(i), [](const Node* v) { return is_index_view(*v); });
+    const bool views_before =
+        std::all_of(nodes.begin(), nodes.begin() + long(i), [](const Node* v) { return is_index_view(*v); });
     if (i > 0 && !is_plain_reduction(*n) && !views_before)
       throw fail(node_text(n) + " is not pointwise and does not fuse the nodes before it; only a "
                  "sum/mean/max/min/prod reduction does, or an anchor reading views");

@@ -113,7 +113,7 @@ void inline_view_groups(std::vector<FusionGroup>& groups, const Users& users,
   std::erase_if(groups, [](const FusionGroup& g) { return g.nodes.empty(); });
 }
 
-// The views (reshape, permute, expand) from a value to `anchor`'s input `index`, source first, each
+// The views (reshape, permute, expand, slice) from a value to `anchor`'s input `index`, source first, each
 // read only by the next (the last by the anchor, once), kept only where their groups hold nothing
 // else: the chain a template may read in place.
 std::vector<const Node*> view_chain_into(const Node* anchor, size_t index, const std::vector<FusionGroup>& groups,

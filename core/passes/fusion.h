@@ -64,7 +64,7 @@ struct FusionOptions {
   // of that value, plus at most one operand from outside the group. Unset: no epilogue.
   std::function<bool(const Node& anchor, const std::vector<const Node*>& epilogue)> template_epilogue;
   // Whether that template (with `epilogue`) reads these views of its operands in place, through
-  // strides: per anchor input, the chain of reshape/permute/expand nodes from a value to it, empty
+  // strides: per anchor input, the chain of reshape/permute/expand/slice nodes from a value to it, empty
   // where the input is read as it is. Views so taken, read by nothing else, join the template's
   // group and write no copy. Unset: views before a template are copies.
   std::function<bool(const Node& anchor, const std::vector<const Node*>& epilogue,

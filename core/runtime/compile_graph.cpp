@@ -35,7 +35,8 @@ ProgramStages run_program_stages(const Graph& graph, Backend& backend, const Pro
 
   const char* views_off = std::getenv("KILN_TEMPLATE_VIEWS");  // "0": views before templates copied, for comparisons
   const bool template_views = !(views_off && std::string(views_off) == "0");
-  KernelSchedule schedule = schedule_kernels(graph, backend, options.fuse, options.max_autotune, template_views);  // fusion
+  KernelSchedule schedule =
+      schedule_kernels(graph, backend, options.fuse, options.max_autotune, template_views);  // fusion
   if (dump.enabled()) dump.write("fusion", "txt", print_schedule(schedule));
 
   LoweredProgram program = lower_schedule(graph, schedule);  // kernel IR per kernel

@@ -83,7 +83,7 @@ struct ProgramKernel {
   // The template's operands' value numbers: template_op's inputs then the epilogue's operands; its
   // outputs (the epilogue's last value when there is one).
   std::vector<int> node_inputs, node_outputs;
-  // Per input of template_op: the views (reshape, permute, expand) the template reads it through,
+  // Per input of template_op: the views (reshape, permute, expand, slice) the template reads it through,
   // in place, from the value node_inputs names; empty where it reads that value as it is.
   struct ViewOp {
     OpKind kind = OpKind::Reshape;

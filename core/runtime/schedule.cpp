@@ -65,7 +65,8 @@ bool template_serves(Backend& backend, bool max_autotune, const Node& anchor, co
 
 }  // namespace
 
-KernelSchedule schedule_kernels(const Graph& graph, Backend& backend, bool fuse, bool max_autotune, bool template_views) {
+KernelSchedule schedule_kernels(const Graph& graph, Backend& backend, bool fuse, bool max_autotune,
+                                bool template_views) {
   FusionOptions fusion;
   fusion.fuse = fuse;
   if (std::optional<kernel::CodegenTarget> target = backend.codegen()) {
@@ -80,12 +81,13 @@ KernelSchedule schedule_kernels(const Graph& graph, Backend& backend, bool fuse,
   fusion.template_epilogue = [&backend, max_autotune](const Node& anchor, const std::vector<const Node*>& epilogue) {
     return template_serves(backend, max_autotune, anchor, epilogue);
   };
-  // Only a matmul's template reads strided operands (decode_matmul): a transpose or head split.
+  // Only a matmul's template reads strided operands (decode_matmul): a transpose, a head split, a
+  // piece of a packed projection.
   if (template_views)
     fusion.template_views = [&backend, max_autotune](const Node& anchor, const std::vector<const Node*>& epilogue,
-                                                   const std::vector<std::vector<const Node*>>& views) {
-    return anchor.kind == OpKind::MatMul && template_serves(backend, max_autotune, anchor, epilogue, views);
-  };
+                                                     const std::vector<std::vector<const Node*>>& views) {
+      return anchor.kind == OpKind::MatMul && template_serves(backend, max_autotune, anchor, epilogue, views);
+    };
   KernelSchedule schedule;
   for (FusionGroup& g : fuse_graph(graph, fusion)) {
     bool candidate = g.kind != FusionKind::Constant &&
