@@ -72,15 +72,21 @@ bool gathers_from(const FusionGroup& reader, const FusionGroup& views) {
   return false;
 }
 
+// Each node's group, by index.
+std::map<const Node*, size_t> group_numbers(const std::vector<FusionGroup>& groups) {
+  std::map<const Node*, size_t> group_of;
+  for (size_t i = 0; i < groups.size(); ++i)
+    for (const Node* n : groups[i].nodes) group_of[n] = i;
+  return group_of;
+}
+
 // Data movement scheduled as a kernel of its own (views of values from before the open group
 // close one group each) moves into the one group that reads it: that kernel reads through the
 // views' index maps, and the copy is never written. A chain of views moves whole, since groups
 // are visited last to first.
 void inline_view_groups(std::vector<FusionGroup>& groups, const Users& users,
                         const std::set<const Value*>& graph_outputs, const FusionOptions& options) {
-  std::map<const Node*, size_t> group_of;
-  for (size_t i = 0; i < groups.size(); ++i)
-    for (const Node* n : groups[i].nodes) group_of[n] = i;
+  std::map<const Node*, size_t> group_of = group_numbers(groups);
   for (size_t i = groups.size(); i-- > 0;) {
     FusionGroup& g = groups[i];
     if (g.kind == FusionKind::Constant || g.template_anchor || g.nodes.empty()) continue;
@@ -146,9 +152,7 @@ std::vector<const Node*> view_chain_into(const Node* anchor, size_t index, const
 // generic kernel, run where the template declines, reads them through their index maps.
 void views_into_templates(std::vector<FusionGroup>& groups, const Users& users,
                           const std::set<const Value*>& graph_outputs, const FusionOptions& options) {
-  std::map<const Node*, size_t> group_of;
-  for (size_t i = 0; i < groups.size(); ++i)
-    for (const Node* n : groups[i].nodes) group_of[n] = i;
+  const std::map<const Node*, size_t> group_of = group_numbers(groups);
   for (FusionGroup& g : groups) {
     if (!g.template_anchor || g.anchor != 0) continue;
     const Node* anchor = g.nodes[0];

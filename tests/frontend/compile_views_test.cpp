@@ -12,16 +12,12 @@
 #include <kiln/kiln.h>
 
 #include "backends/backend.h"
+#include "support/devices.h"
 
 namespace kiln {
 namespace {
 
-std::vector<Device> devices() {
-  std::vector<Device> out;
-  for (const DeviceEntry& e : available_devices())
-    if (e.kind != BackendKind::Null) out.push_back(Device(e.kind, e.index));
-  return out;
-}
+std::vector<Device> devices() { return testing::computing_devices(); }
 
 // Devices whose compiled matmul runs a template that reads strided operands.
 bool strided_template(const Device& device) {

@@ -11,6 +11,7 @@
 #include <kiln/kiln.h>
 
 #include "backends/backend.h"
+#include "support/devices.h"
 
 namespace kiln {
 namespace {
@@ -30,12 +31,7 @@ std::vector<Tensor> branch_fn(const Tensor& x) {
       [](const std::vector<Tensor>& in) { return std::vector<Tensor>{in[0] - 3.0}; }, {x});
 }
 
-std::vector<Device> devices() {
-  std::vector<Device> out;
-  for (const DeviceEntry& e : available_devices())
-    if (e.kind != BackendKind::Null) out.push_back(Device(e.kind, e.index));
-  return out;
-}
+std::vector<Device> devices() { return testing::computing_devices(); }
 
 TEST(Cond, EagerlyOnlyTheChosenBranchRuns) {
   int then_calls = 0, else_calls = 0;

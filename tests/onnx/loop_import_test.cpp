@@ -8,6 +8,7 @@
 
 #include "core/onnx/onnx_import.h"
 #include "onnx/model_builder.h"
+#include "support/devices.h"
 
 namespace kiln::onnx {
 namespace {
@@ -78,12 +79,7 @@ std::vector<float> by_hand(std::vector<float> v, const std::vector<float>& w, in
   return v;
 }
 
-std::vector<Device> devices() {
-  std::vector<Device> out;
-  for (const DeviceEntry& e : available_devices())
-    if (e.kind != BackendKind::Null) out.push_back(Device(e.kind, e.index));
-  return out;
-}
+std::vector<Device> devices() { return testing::computing_devices(); }
 
 bool has_while_loop(const Graph& g) {
   for (const Node* n : g.nodes())

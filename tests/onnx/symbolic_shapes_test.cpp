@@ -10,17 +10,12 @@
 #include "core/ir/text.h"
 #include "core/onnx/onnx_import.h"
 #include "onnx/model_builder.h"
+#include "support/devices.h"
 
 namespace kiln::onnx {
 namespace {
 
-// cpu, ref and every other device that computes (lavapipe here).
-std::vector<Device> devices() {
-  std::vector<Device> out;
-  for (const DeviceEntry& e : available_devices())
-    if (e.kind != BackendKind::Null) out.push_back(Device(e.kind, e.index));
-  return out;
-}
+std::vector<Device> devices() { return testing::computing_devices(); }
 
 std::vector<float> iota(int64_t n) {
   std::vector<float> v(static_cast<size_t>(n));
