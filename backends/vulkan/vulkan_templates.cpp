@@ -47,9 +47,9 @@ bool vec4_fits(const MatmulProblem& p, const MatmulTile& t) {
 }
 
 // Whether reading views in place (strided inputs) would cost the vec4 loads the row-major
-// operands get: a transposed A, or rows or a first element off a vec4 boundary. On lavapipe that measured slower than
-// copying the view first (kiln-bench-train's MLP step), so the template declines and the views stay
-// copies.
+// operands get: a transposed A, or rows or a first element off a vec4 boundary. On lavapipe that
+// measured slower than copying the view first (kiln-bench-train's MLP step), so the template
+// declines and the views stay copies.
 bool strided_reads_lose_vec4(const OpRun& run, const MatmulProblem& p, const MatmulTile& tile) {
   bool strided = false;
   std::vector<BufferView> row_major(run.inputs.begin(), run.inputs.end());
