@@ -61,13 +61,17 @@ TEST(CompileViews, AttentionScoresReadTheHeadSplitAndKeyTransposeInPlace) {
   const int64_t b = 2, s = 64, h = 2, d = 32;
   const std::vector<float> q = values(b * s * h * d, 0.37f, 0.1f), k = values(b * s * h * d, 0.23f, 1.3f);
   const std::vector<double> want = scores_by_hand(q, k, b, s, h, d);
-  for (const Device& device : devices()) {
-    auto fast = compile([](const Tensor& q, const Tensor& k) { return scores(q, k); });
-    const Tensor got = fast(from_vector(q, {b, s, h, d}, device), from_vector(k, {b, s, h, d}, device));
-    EXPECT_EQ(got.sizes(), (std::vector<int64_t>{b, h, s, s}));
-    expect_close(got.to_vector<float>(), want, device.name());
-    if (strided_template(device)) EXPECT_EQ(fast.stats().program.kernels, 1) << device.name() << ": the permutes were copied";
-  }
+  for (const Device& device : devices())
+    for (Mode mode : {Mode::Default, Mode::ReduceOverhead}) {  // launched as planned, and replayed
+      auto fast = compile([](const Tensor& q, const Tensor& k) { return scores(q, k); }, {.mode = mode});
+      for (int call = 0; call < 2; ++call) {
+        const Tensor got = fast(from_vector(q, {b, s, h, d}, device), from_vector(k, {b, s, h, d}, device));
+        EXPECT_EQ(got.sizes(), (std::vector<int64_t>{b, h, s, s}));
+        expect_close(got.to_vector<float>(), want, device.name() + " call " + std::to_string(call));
+      }
+      if (strided_template(device))
+        EXPECT_EQ(fast.stats().program.kernels, 1) << device.name() << ": the permutes were copied";
+    }
 }
 
 // Self-attention's packed projection: q and k are the two halves of one [B, S, 2 * H * D] tensor,
