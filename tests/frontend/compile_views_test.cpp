@@ -1,6 +1,6 @@
-// Views read in place by a compiled matmul: attention's head split and its keys' transpose, and
-// the transposed operands of a linear layer's gradients, become strides of the matmul template's
-// operands (FusionOptions::template_views) instead of copies. On every device, values are checked
+// Views read in place by a compiled matmul: attention's head split and its keys' transpose, the
+// halves of a packed projection, and the transposed operands of a linear layer's gradients, become
+// strides of the matmul template's operands (FusionOptions::template_views) instead of copies. On every device, values are checked
 // against products computed by hand in double; on devices whose matmul template takes strided
 // operands the whole function is one kernel. Where the template declines at run time (a size
 // below its threshold), the group's generic kernel reads the views through their index maps.
