@@ -41,8 +41,8 @@ std::optional<StridedLayout> strides_at_hints(const std::vector<const Node*>& vi
   return strides_through_views(at_hints(views.front()->inputs[0]).dims, steps);
 }
 
-// The backend's template for `anchor` with `epilogue` at the traced sizes, each input read through
-// its views (none given: as it is).
+// Whether the backend has a template for `anchor` (one output) with `epilogue` at the traced sizes,
+// each input read through its views (none given: as it is).
 bool template_serves(Backend& backend, bool max_autotune, const Node& anchor, const std::vector<const Node*>& epilogue,
                      const std::vector<std::vector<const Node*>>& views = {}) {
   std::vector<BufferView> ins, outs{at_hints(epilogue.empty() ? anchor.output() : epilogue.back()->output())};
@@ -74,9 +74,7 @@ KernelSchedule schedule_kernels(const Graph& graph, Backend& backend, bool fuse,
     fusion.inline_views = target->read_through_views;
   }
   fusion.keep_alone = [&backend, max_autotune](const Node& n) {
-    if (!backend.has_template(n.kind)) return false;
-    const ViewsAtHints views(n);
-    return backend.plan_template(OpRun{n.kind, n.attrs, views.inputs, views.outputs, max_autotune}).has_value();
+    return backend.has_template(n.kind) && template_serves(backend, max_autotune, n, {});
   };
   fusion.template_epilogue = [&backend, max_autotune](const Node& anchor, const std::vector<const Node*>& epilogue) {
     return template_serves(backend, max_autotune, anchor, epilogue);

@@ -51,7 +51,9 @@ void for_each_broadcast(const std::vector<int64_t>& out_dims,
     // One operand the output's shape, the other the output's last dims (after leading ones): a
     // scalar (x * 2.0) or a row (a bias). Plain loops, with the row's offset wrapping.
     const bool first_full = *in_dims[0] == out_dims, second_full = *in_dims[1] == out_dims;
-    const int64_t row = first_full ? trailing_row(*in_dims[1], out_dims) : second_full ? trailing_row(*in_dims[0], out_dims) : 0;
+    const int64_t row = first_full    ? trailing_row(*in_dims[1], out_dims)
+                        : second_full ? trailing_row(*in_dims[0], out_dims)
+                                      : 0;
     if (row == 1) {
       parallel_for(n, kGrain, [&](int64_t b, int64_t e) {
         if (first_full)
