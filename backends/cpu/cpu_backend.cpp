@@ -1,6 +1,6 @@
 // The cpu backend: the host CPU, with compiled programs as generated C++.
-//  - Eager ops run precompiled kernels (the reference kernels, and oneDNN for matmul, conv and
-//    pooling), so no eager op ever waits on a compiler.
+//  - Eager ops run precompiled kernels (the reference kernels, vectorized transcendentals, and
+//    oneDNN for matmul, conv and pooling), so no eager op ever waits on a compiler.
 //  - Compiled programs print their kernel IR as C++ (Dialect::Cpp), which the host compiler builds
 //    into shared objects (host_compiler.h), a few translation units per program, cached on disk.
 //  - Matmul, gemm, linear, conv, pooling and the gradients of conv and max pooling run as host
@@ -21,6 +21,7 @@
 #include "backends/cpu/cpu_programs.h"
 #include "backends/cpu/host_compiler.h"
 #include "backends/cpu/onednn_ops.h"
+#include "backends/cpu/vector_math.h"
 #include "backends/ref/host_memory.h"
 #include "backends/ref/parallel.h"
 #include "backends/ref/ref_kernel.h"
@@ -64,8 +65,9 @@ class CpuBackend : public reference::HostBackend {
     return c;
   }
   // Matmul, conv and pooling run their oneDNN primitive, made on the first call of each shape;
-  // every other op its reference kernel.
+  // transcendentals their vectorized loops (vector_math.h); every other op its reference kernel.
   void execute(const OpRun& run) override {
+    if (run_vector_math(run)) return;
     if (!runs_as_host_op(run.kind) || !have_onednn()) {
       reference::run_reference_kernel(run);
       return;

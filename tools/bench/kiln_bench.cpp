@@ -1,6 +1,6 @@
-// kiln-bench: matmul GFLOP/s (cpu reference and Vulkan), elementwise bandwidth beside a host
-// STREAM triad measured in the same run, eager dispatch overhead per op (with and without
-// recording for autograd), and (Vulkan) the row
+// kiln-bench: matmul GFLOP/s (cpu reference and Vulkan), elementwise bandwidth (an add, four
+// transcendentals and a softmax) beside a host STREAM triad measured in the same run, eager
+// dispatch overhead per op (with and without recording for autograd), and (Vulkan) the row
 // templates against the generic lowering. Each figure is the median of --reps runs after one warm-up.
 #include <algorithm>
 #include <chrono>
@@ -261,13 +261,13 @@ void bench_elementwise(const Args& args) {
   std::printf("\nelementwise add f32, %lld elements (%lld MiB per operand), median of %d\n",
               (long long)n, (long long)args.mib, args.reps);
   double triad = triad_gbs(size_t(n) * 4, args.reps);
-  std::printf("%-24s %10.2f GB/s\n", "host STREAM triad", triad);
+  std::printf("%-30s %10.2f GB/s\n", "host STREAM triad", triad);
   for (const std::string& name : args.devices) {
     Device device;
     try {
       device = Device::parse(name);
     } catch (const Error& e) {
-      std::printf("%-24s skipped: %s\n", name.c_str(), e.what());
+      std::printf("%-30s skipped: %s\n", name.c_str(), e.what());
       continue;
     }
     Tensor a = randn({n}, device), b = randn({n}, device);
@@ -276,7 +276,24 @@ void bench_elementwise(const Args& args) {
       wait_for(device);
     });
     double gbs = 3.0 * double(n) * 4 / s / 1e9;
-    std::printf("%-24s %10.2f GB/s  (%.2f x triad)\n", ("add on " + name).c_str(), gbs, gbs / triad);
+    std::printf("%-30s %10.2f GB/s  (%.2f x triad)\n", ("add on " + name).c_str(), gbs, gbs / triad);
+    // Transcendentals into a fresh output, counted as one read and one write per element (softmax
+    // passes over its rows more than once).
+    const std::pair<const char*, Tensor (*)(const Tensor&)> unary[] = {
+        {"exp", [](const Tensor& x) { return exp(x); }},
+        {"sigmoid", [](const Tensor& x) { return sigmoid(x); }},
+        {"tanh", [](const Tensor& x) { return tanh(x); }},
+        {"gelu", [](const Tensor& x) { return gelu(x); }},
+        {"softmax (rows of 1024)", [](const Tensor& x) { return softmax(reshape(x, {-1, 1024}), -1); }}};
+    for (const auto& [op, fn] : unary) {
+      double seconds = time_median(args.reps, [&] {
+        Tensor c = fn(a);
+        wait_for(device);
+      });
+      double ugbs = 2.0 * double(n) * 4 / seconds / 1e9;
+      std::printf("%-30s %10.2f GB/s  (%.2f x triad)  %.1f ms\n", (std::string(op) + " on " + name).c_str(), ugbs,
+                  ugbs / triad, seconds * 1e3);
+    }
 #ifdef KILN_HAVE_VULKAN
     if (device.kind() == BackendKind::Vulkan) {
       // The kernel alone: the same add into one output buffer allocated once, so neither the
@@ -295,7 +312,7 @@ void bench_elementwise(const Args& args) {
         runner.sync();
       });
       double kgbs = 3.0 * double(n) * 4 / t.seconds / 1e9;
-      std::printf("%-24s %10.2f GB/s  (%.2f x triad)  %.1f ms, %.1f CPU-ms per run\n",
+      std::printf("%-30s %10.2f GB/s  (%.2f x triad)  %.1f ms, %.1f CPU-ms per run\n",
                   "add kernel, output reused", kgbs, kgbs / triad, t.seconds * 1e3, t.cpu_ms);
     }
 #endif
