@@ -1,6 +1,6 @@
 // The cpu backend: the host CPU, with compiled programs as generated C++.
-//  - Eager ops run precompiled kernels (the reference kernels, vectorized transcendentals, and
-//    oneDNN for matmul, conv and pooling), so no eager op ever waits on a compiler.
+//  - Eager ops run precompiled kernels (the reference kernels, vectorized transcendentals and
+//    layer norm, and oneDNN for matmul, conv and pooling), so no eager op ever waits on a compiler.
 //  - Compiled programs print their kernel IR as C++ (Dialect::Cpp), which the host compiler builds
 //    into shared objects (host_compiler.h), a few translation units per program, cached on disk.
 //  - Matmul, gemm, linear, conv, pooling and the gradients of conv and max pooling run as host
@@ -20,6 +20,7 @@
 #include "backends/backend.h"
 #include "backends/cpu/cpu_programs.h"
 #include "backends/cpu/host_compiler.h"
+#include "backends/cpu/layer_norm.h"
 #include "backends/cpu/onednn_ops.h"
 #include "backends/cpu/vector_math.h"
 #include "backends/ref/host_memory.h"
@@ -65,9 +66,10 @@ class CpuBackend : public reference::HostBackend {
     return c;
   }
   // Matmul, conv and pooling run their oneDNN primitive, made on the first call of each shape;
-  // transcendentals their vectorized loops (vector_math.h); every other op its reference kernel.
+  // transcendentals and f32 layer norm their vectorized loops (vector_math.h, layer_norm.h); every
+  // other op its reference kernel.
   void execute(const OpRun& run) override {
-    if (run_vector_math(run)) return;
+    if (run_vector_math(run) || run_layer_norm(run)) return;
     if (!runs_as_host_op(run.kind) || !have_onednn()) {
       reference::run_reference_kernel(run);
       return;

@@ -19,7 +19,6 @@
 
 #if defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__) && defined(KILN_HAVE_MVEC)
 #define KILN_SIMD __attribute__((simd("notinbranch")))
-#define KILN_CLONES __attribute__((target_clones("avx512f", "avx2", "default")))
 extern "C" {
 float expf(float) noexcept KILN_SIMD; float logf(float) noexcept KILN_SIMD; float tanhf(float) noexcept KILN_SIMD;
 float erff(float) noexcept KILN_SIMD; float sinf(float) noexcept KILN_SIMD; float cosf(float) noexcept KILN_SIMD;
@@ -28,7 +27,6 @@ double erf(double) noexcept KILN_SIMD; double sin(double) noexcept KILN_SIMD; do
 }
 #define KILN_VECTOR_MATH 1
 #else
-#define KILN_CLONES
 #define KILN_VECTOR_MATH 0
 #endif
 
@@ -86,11 +84,11 @@ std::optional<Fn> vector_fn(OpKind kind, const AttrMap& attrs) {
       break;                                                                                             \
   }
 
-KILN_CLONES void map_f32(Fn fn, double alpha, const float* __restrict in, float* __restrict out, int64_t n) {
+KILN_CPU_CLONES void map_f32(Fn fn, double alpha, const float* __restrict in, float* __restrict out, int64_t n) {
   KILN_MAP_LOOPS(float, expf, logf, sinf, cosf, tanhf, erff)
 }
 
-KILN_CLONES void map_f64(Fn fn, double alpha, const double* __restrict in, double* __restrict out, int64_t n) {
+KILN_CPU_CLONES void map_f64(Fn fn, double alpha, const double* __restrict in, double* __restrict out, int64_t n) {
   KILN_MAP_LOOPS(double, exp, log, sin, cos, tanh, erf)
 }
 
@@ -100,7 +98,7 @@ KILN_CLONES void map_f64(Fn fn, double alpha, const double* __restrict in, doubl
 // the max, exp(x - max) and its sum, then a scale (or x - max - log(sum)). A NaN anywhere in a
 // row makes the sum NaN, and so the whole row, as in the reference and PyTorch. The sum adds 16 partial sums, which
 // vectorize and keep a long row's rounding error small.
-KILN_CLONES void softmax_rows_f32(bool log_form, const float* __restrict in, float* __restrict out, int64_t rows,
+KILN_CPU_CLONES void softmax_rows_f32(bool log_form, const float* __restrict in, float* __restrict out, int64_t rows,
                                   int64_t n) {
   constexpr int kParts = 16;
   for (int64_t row = 0; row < rows; ++row) {

@@ -1,5 +1,5 @@
 // kiln-bench: matmul GFLOP/s (cpu reference and Vulkan), elementwise bandwidth (an add, four
-// transcendentals and a softmax) beside a host STREAM triad measured in the same run, eager
+// transcendentals, a softmax and a layer norm) beside a host STREAM triad measured in the same run, eager
 // dispatch overhead per op (with and without recording for autograd), and (Vulkan) the row
 // templates against the generic lowering. Each figure is the median of --reps runs after one warm-up.
 #include <algorithm>
@@ -277,14 +277,15 @@ void bench_elementwise(const Args& args) {
     });
     double gbs = 3.0 * double(n) * 4 / s / 1e9;
     std::printf("%-30s %10.2f GB/s  (%.2f x triad)\n", ("add on " + name).c_str(), gbs, gbs / triad);
-    // Transcendentals into a fresh output, counted as one read and one write per element (softmax
-    // passes over its rows more than once).
+    // Transcendentals into a fresh output, counted as one read and one write per element (softmax and
+    // layer norm pass over their rows more than once).
     const std::pair<const char*, Tensor (*)(const Tensor&)> unary[] = {
         {"exp", [](const Tensor& x) { return exp(x); }},
         {"sigmoid", [](const Tensor& x) { return sigmoid(x); }},
         {"tanh", [](const Tensor& x) { return tanh(x); }},
         {"gelu", [](const Tensor& x) { return gelu(x); }},
-        {"softmax (rows of 1024)", [](const Tensor& x) { return softmax(reshape(x, {-1, 1024}), -1); }}};
+        {"softmax (rows of 1024)", [](const Tensor& x) { return softmax(reshape(x, {-1, 1024}), -1); }},
+        {"layer_norm (rows of 1024)", [](const Tensor& x) { return layer_norm(reshape(x, {-1, 1024}), {1024}); }}};
     for (const auto& [op, fn] : unary) {
       double seconds = time_median(args.reps, [&] {
         Tensor c = fn(a);
