@@ -16,7 +16,8 @@
 namespace kiln::cpu {
 
 // Runs `run` and returns true where it is one of those ops on a contiguous f32 or f64 tensor
-// (softmax: f32) and this build vectorizes it (GCC on x86-64); returns false, having done nothing, otherwise.
+// (softmax: f32) and this build vectorizes it (GCC on x86-64); returns false, having done
+// nothing, otherwise.
 bool run_vector_math(const OpRun& run);
 
 }  // namespace kiln::cpu
