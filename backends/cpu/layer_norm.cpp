@@ -8,15 +8,18 @@
 
 #include <algorithm>
 #include <cmath>
+#include <span>
 
 #include "backends/cpu/vector_math.h"
 #include "backends/ref/host_memory.h"
 #include "backends/ref/parallel.h"
+#include "core/ir/shape.h"
 
 namespace kiln::cpu {
 namespace {
 
 constexpr int kParts = 16;
+constexpr int64_t kGrain = 1 << 14;  // elements per parallel chunk, as the reference kernels
 
 KILN_CPU_CLONES double row_sum(const float* __restrict x, int64_t n) {
   double parts[kParts] = {};
@@ -69,13 +72,10 @@ bool run_layer_norm(const OpRun& run) {
   const int64_t rank = int64_t(x.dims.size());
   int64_t axis = run.attrs.get_int("axis");
   if (axis < 0) axis += rank;
-  int64_t rows = 1, n = 1;
-  for (int64_t i = 0; i < rank; ++i) (i < axis ? rows : n) *= x.dims[size_t(i)];
-  for (size_t i = 1; i < run.inputs.size(); ++i) {
-    int64_t count = 1;
-    for (int64_t d : run.inputs[i].dims) count *= d;
-    if (count != n) return false;  // a parameter that broadcasts keeps the reference kernel
-  }
+  const std::span<const int64_t> dims(x.dims);
+  const int64_t rows = numel(dims.first(size_t(axis))), n = numel(dims.subspan(size_t(axis)));
+  for (size_t i = 1; i < run.inputs.size(); ++i)
+    if (numel(run.inputs[i].dims) != n) return false;  // a parameter that broadcasts keeps the reference
   const float* in = static_cast<const float*>(reference::host_data(*x.buffer));
   float* out = static_cast<float*>(reference::host_data(*run.outputs[0].buffer));
   if (static_cast<const void*>(in) == out) return false;  // restrict pointers: in place keeps the reference
@@ -86,7 +86,7 @@ bool run_layer_norm(const OpRun& run) {
   const float* b = param(2);
   if (rows == 0 || n == 0) return true;
   const double eps = run.attrs.get_float("eps");
-  reference::parallel_for(rows, std::max<int64_t>(1, (1 << 14) / n), [&](int64_t begin, int64_t end) {
+  reference::parallel_for(rows, std::max<int64_t>(1, kGrain / n), [&](int64_t begin, int64_t end) {
     for (int64_t r = begin; r < end; ++r) {
       const float* row = in + r * n;
       const double mean = row_sum(row, n) / double(n);

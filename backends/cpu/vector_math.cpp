@@ -13,8 +13,10 @@
 
 #include <algorithm>
 #include <cmath>
+#include <span>
 
 #include "backends/ref/host_memory.h"
+#include "core/ir/shape.h"
 #include "backends/ref/parallel.h"
 
 #if defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__) && defined(KILN_HAVE_MVEC)
@@ -96,10 +98,10 @@ KILN_CPU_CLONES void map_f64(Fn fn, double alpha, const double* __restrict in, d
 
 // Softmax (or log_softmax) of `rows` rows of n floats each, in f32 with the reference's steps:
 // the max, exp(x - max) and its sum, then a scale (or x - max - log(sum)). A NaN anywhere in a
-// row makes the sum NaN, and so the whole row, as in the reference and PyTorch. The sum adds 16 partial sums, which
-// vectorize and keep a long row's rounding error small.
-KILN_CPU_CLONES void softmax_rows_f32(bool log_form, const float* __restrict in, float* __restrict out, int64_t rows,
-                                  int64_t n) {
+// row makes the sum NaN, and so the whole row, as in the reference and PyTorch. The sum adds 16
+// partial sums, which vectorize and keep a long row's rounding error small.
+KILN_CPU_CLONES void softmax_rows_f32(bool log_form, const float* __restrict in, float* __restrict out,
+                                      int64_t rows, int64_t n) {
   constexpr int kParts = 16;
   for (int64_t row = 0; row < rows; ++row) {
     const float* x = in + row * n;
@@ -130,8 +132,7 @@ bool run_softmax(const OpRun& run, const BufferView& x, void* in, void* out) {
   if (dim < 0) dim += rank;
   if (dim != rank - 1) return false;
   const int64_t n = x.dims.back();
-  int64_t rows = 1;
-  for (int64_t i = 0; i + 1 < rank; ++i) rows *= x.dims[size_t(i)];
+  const int64_t rows = numel(std::span(x.dims).first(size_t(rank - 1)));
   if (n == 0 || rows == 0) return true;
   const bool log_form = run.kind == OpKind::LogSoftmax;
   reference::parallel_for(rows, std::max<int64_t>(1, kGrain / n), [&](int64_t begin, int64_t end) {
@@ -145,21 +146,21 @@ bool run_softmax(const OpRun& run, const BufferView& x, void* in, void* out) {
 
 bool run_vector_math(const OpRun& run) {
   if (!KILN_VECTOR_MATH) return false;
+  // The op kind first: every eager op on the device asks.
+  const bool softmax = run.kind == OpKind::Softmax || run.kind == OpKind::LogSoftmax;
+  const std::optional<Fn> fn = vector_fn(run.kind, run.attrs);
+  if (!fn && !softmax) return false;
   if (run.inputs.size() != 1 || run.outputs.size() != 1) return false;
   const BufferView& x = run.inputs[0];
   const BufferView& y = run.outputs[0];
   if (!x.row_major() || x.offset != 0 || x.dtype != y.dtype || x.dims != y.dims) return false;
   if (x.dtype != DType::F32 && x.dtype != DType::F64) return false;
-  const bool softmax = run.kind == OpKind::Softmax || run.kind == OpKind::LogSoftmax;
-  const std::optional<Fn> fn = vector_fn(run.kind, run.attrs);
-  if (!fn && !softmax) return false;
   void* in = reference::host_data(*x.buffer);
   void* out = reference::host_data(*y.buffer);
   if (in == out) return false;  // the loops' pointers are restrict: a planned in-place op keeps the reference
   if (softmax) return run_softmax(run, x, in, out);
   const double alpha = *fn == Fn::Elu ? run.attrs.get_float("alpha") : 0.0;
-  int64_t n = 1;
-  for (int64_t d : x.dims) n *= d;
+  const int64_t n = numel(x.dims);
   reference::parallel_for(n, kGrain, [&](int64_t begin, int64_t end) {
     if (x.dtype == DType::F32)
       map_f32(*fn, alpha, static_cast<const float*>(in) + begin, static_cast<float*>(out) + begin, end - begin);
