@@ -225,6 +225,11 @@ class Backend {
   // Waits until every op queued by execute() has finished, so work on another stream (a compiled
   // program) can read its results.
   virtual void synchronize() {}
+  // Whether execute() generates and compiles kernels itself (GPU backends compile each op's kernel
+  // on its first call). Where it does not, eager ops run precompiled kernels (cpu, ref), and eager
+  // work spanning several ops, a backward pass, runs them node by node too instead of waiting on a
+  // compiler.
+  virtual bool eager_compiles_kernels() const { return false; }
 
   // Optional: a tuned template for this op (shapes from `run`; buffers may be null), or nothing
   // when the generic lowering should run. Compiled programs ask this too; there an input whose

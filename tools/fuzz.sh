@@ -29,7 +29,8 @@ flags="-fsanitize=fuzzer-no-link,address,undefined -fno-sanitize-recover=undefin
 KILN_BUILD_DIR="$build" KILN_BUILD_TARGET=kiln-fuzzers bash "$root/tools/build.sh" \
   -DCMAKE_CXX_COMPILER=clang++-16 -DKILN_FUZZ=ON -DKILN_BUILD_SAMPLES=OFF \
   -DCMAKE_BUILD_TYPE=RelWithDebInfo -DCMAKE_CXX_FLAGS_RELWITHDEBINFO="-O1 -g" \
-  -DCMAKE_CXX_FLAGS="$flags" -DCMAKE_EXE_LINKER_FLAGS="$flags" -DCMAKE_SHARED_LINKER_FLAGS="$flags" |
+  -DCMAKE_CXX_FLAGS="$flags" -DCMAKE_EXE_LINKER_FLAGS="$flags" -DCMAKE_SHARED_LINKER_FLAGS="$flags" \
+  -DKILN_VECTORIZE_EAGER_KERNELS=OFF |
   grep -v '^\[' || true
 program="$build/tests/fuzz/fuzz-${which//_/-}"
 [[ -x "$program" ]] || { echo "fuzz: $program was not built (bundle needs kiln-debug's packages)" >&2; exit 1; }

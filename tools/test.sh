@@ -14,7 +14,8 @@ if [[ "${1:-}" == "--sanitize" ]]; then
   flags="-fsanitize=address,undefined -fno-omit-frame-pointer -fno-sanitize-recover=undefined"
   # -O1 keeps the tests' run time near the normal build's; no -DNDEBUG, so asserts stay on.
   bash "$root/tools/build.sh" -DCMAKE_BUILD_TYPE=RelWithDebInfo -DCMAKE_CXX_FLAGS_RELWITHDEBINFO="-O1 -g" \
-    -DCMAKE_CXX_FLAGS="$flags" -DCMAKE_EXE_LINKER_FLAGS="$flags" -DCMAKE_SHARED_LINKER_FLAGS="$flags"
+    -DCMAKE_CXX_FLAGS="$flags" -DCMAKE_EXE_LINKER_FLAGS="$flags" -DCMAKE_SHARED_LINKER_FLAGS="$flags" \
+    -DKILN_VECTORIZE_EAGER_KERNELS=OFF
   select=(-L '^sanitize$')
 else
   bash "$root/tools/setup.sh" --with-torch  # torch exports the model tests' reference outputs

@@ -268,6 +268,7 @@ class CudaBackend : public Backend {
     ctx_.driver().check(ctx_.driver().cuMemcpyDtoH(dst, as_cuda(src).ptr() + offset, bytes), "cuMemcpyDtoH");
   }
   void execute(const OpRun& run) override { runner_.run(run); }
+  bool eager_compiles_kernels() const override { return true; }
   void synchronize() override { runner_.sync(); }
   std::optional<TemplateLaunch> plan_template(const OpRun& run) override {
     return plan_cuda_template(run, caps_, sm_);

@@ -129,6 +129,7 @@ class VulkanBackendImpl : public VulkanBackend {
   }
 
   void execute(const OpRun& run) override { runner_.run(run); }
+  bool eager_compiles_kernels() const override { return true; }
   std::optional<TemplateLaunch> plan_template(const OpRun& run) override {
     return runner_.plan_template(run);
   }

@@ -1,6 +1,7 @@
 // Eager autograd: recording, the backward graph built from the records, and the Tensor methods.
 #include "core/frontend/autograd.h"
 
+#include <cstdlib>
 #include <map>
 #include <set>
 #include <unordered_map>
@@ -77,6 +78,7 @@ class RecordedGraph {
   }
   Graph& graph() { return graph_; }
   const std::vector<Tensor>& bound() const { return bound_; }
+  bool has_compiled_calls() const { return !saved_.empty(); }  // a compiled function's graph inlined
 
  private:
   // Post-order without recursion: recorded chains can be longer than the stack is deep.
@@ -131,16 +133,18 @@ class RecordedGraph {
   std::vector<Tensor> bound_;
 };
 
-// The gradient program for a graph structure on a device, compiled on first use. The cache is per
+// The gradient program for a graph structure on a device, built on first use: compiled, or the
+// graph passes and the node-by-node interpreter where `interpret` says so. The cache is per
 // thread: thread_local objects are destroyed at exit before the backends close (their atexit
 // handlers run after), so no program outlives the device it runs on. Only the program that ran last
 // keeps its intermediates (its arena) between runs: a training loop's one backward reuses its arena
 // at every step, while the arenas of backwards that ran before are freed, as a compiled function
 // holds one program's arena at a time.
-std::vector<Tensor> run_gradient_graph(Graph& graph, const std::vector<Tensor>& inputs, Device device) {
+std::vector<Tensor> run_gradient_graph(Graph& graph, const std::vector<Tensor>& inputs, Device device,
+                                       bool interpret) {
   thread_local std::map<std::string, std::unique_ptr<DeviceProgram>> programs;
   thread_local DeviceProgram* last_run = nullptr;
-  std::string key = print_graph(graph) + "\n" + device.name();
+  std::string key = print_graph(graph) + "\n" + device.name() + (interpret ? "\ninterpreted" : "");
   for (const Tensor& t : inputs) key += "\n" + t.type().str();
   auto it = programs.find(key);
   if (it == programs.end()) {
@@ -148,7 +152,9 @@ std::vector<Tensor> run_gradient_graph(Graph& graph, const std::vector<Tensor>& 
       programs.clear();
       last_run = nullptr;
     }
-    it = programs.emplace(key, compile_graph(graph, device).program).first;
+    CompileGraphOptions options;
+    options.interpret = interpret;
+    it = programs.emplace(key, compile_graph(graph, device, options).program).first;
   }
   DeviceProgram& program = *it->second;
   if (last_run && last_run != &program) last_run->release_intermediates();
@@ -181,7 +187,14 @@ std::vector<Tensor> differentiate(const std::vector<Tensor>& roots, const std::v
   recorded.bind_forward_values();
   recorded.graph().set_outputs(grads);
   recorded.graph().remove_dead_nodes();
-  return run_gradient_graph(recorded.graph(), recorded.bound(), roots[0].device());
+  // Eager ops' gradients run as the device runs eager ops: compiled where its eager ops are compiled
+  // (GPU backends), node by node on precompiled kernels elsewhere (cpu), so that no backward waits
+  // on a compiler. A compiled function's backward is always compiled.
+  const Device device = roots[0].device();
+  const char* mode = std::getenv("KILN_EAGER_BACKWARD");  // "compiled": compile them everywhere, for comparisons
+  const bool compiled = mode && std::string(mode) == "compiled";
+  const bool interpret = !compiled && !recorded.has_compiled_calls() && !device.backend().eager_compiles_kernels();
+  return run_gradient_graph(recorded.graph(), recorded.bound(), device, interpret);
 }
 
 // backward() inside a compiled function: the gradients join the trace. Every captured tensor that

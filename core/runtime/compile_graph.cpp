@@ -85,9 +85,9 @@ std::function<bool(const Node&)> ask(Backend& backend, bool (Backend::*question)
 // segmented program around loops (each segment and subgraph through the stages on its own), else
 // the planned program.
 std::unique_ptr<DeviceProgram> program_after_passes(const Graph& graph, Device device, const ProgramOptions& options,
-                                                    StageDump dump) {
+                                                    StageDump dump, bool interpret = false) {
   Backend& backend = device.backend();
-  if (!backend.codegen()) return make_interpreted_program(graph);
+  if (interpret || !backend.codegen()) return make_interpreted_program(graph);
   if (has_control_flow(graph)) return make_segmented_program(graph, device, options, dump.dir());
   return std::make_unique<PlannedProgram>(run_program_stages(graph, backend, options, dump), device, options);
 }
@@ -101,11 +101,12 @@ CompiledGraph compile_graph(Graph& graph, Device device, const CompileGraphOptio
   const size_t num_inputs = graph.inputs().size();
 
   Backend& backend = device.backend();
+  const bool generates_code = backend.codegen() && !options.interpret;
   std::vector<Pass> passes = standard_pipeline();
-  if (backend.codegen())  // first, so that the standard passes clean up what the expansions wrote
+  if (generates_code)  // first, so that the standard passes clean up what the expansions wrote
     passes.insert(passes.begin(), expand_ops_pass(ask(backend, &Backend::runs_unexpanded)));
   const char* channels_last = std::getenv("KILN_CHANNELS_LAST");  // "0": off, for comparisons
-  if (backend.codegen() && !(channels_last && std::string(channels_last) == "0"))
+  if (generates_code && !(channels_last && std::string(channels_last) == "0"))
     passes.push_back(channels_last_pass(ask(backend, &Backend::prefers_channels_last)));  // layouts for the backend's kernels
   out.passes = run_pipeline(graph, passes, pipeline);  // graph passes, 00..NN
   if (graph.inputs().size() != num_inputs)
@@ -113,7 +114,8 @@ CompiledGraph compile_graph(Graph& graph, Device device, const CompileGraphOptio
                 std::to_string(num_inputs) + " -> " + std::to_string(graph.inputs().size()) + ")");
 
   out.program =
-      program_after_passes(graph, device, options.program, StageDump(pipeline.dump_dir, int(out.passes.size()) + 1));
+      program_after_passes(graph, device, options.program, StageDump(pipeline.dump_dir, int(out.passes.size()) + 1),
+                           options.interpret);
   return out;
 }
 

@@ -26,6 +26,9 @@ namespace kiln {
 struct CompileGraphOptions {
   PipelineOptions pipeline;  // dump directory, keep each pass's IR (bundles)
   ProgramOptions program;    // fusion on/off, reduce_overhead
+  // The graph passes, then the node-by-node interpreter, as for a backend that generates no code:
+  // eager work on a backend whose eager ops run precompiled kernels (Backend::eager_generates_code).
+  bool interpret = false;
 };
 
 struct CompiledGraph {
@@ -34,8 +37,8 @@ struct CompiledGraph {
 };
 
 // Runs every stage on `graph` (which the graph passes rewrite in place) for `device`. A backend
-// that generates no code (Backend::codegen() empty) gets the node-by-node interpreter after the
-// graph passes.
+// that generates no code (Backend::codegen() empty), or options.interpret, gets the node-by-node
+// interpreter after the graph passes.
 CompiledGraph compile_graph(Graph& graph, Device device, const CompileGraphOptions& options = {});
 
 // Numbered text files of stage outputs in one directory; empty directory: writes nothing.

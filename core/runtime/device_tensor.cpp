@@ -23,8 +23,12 @@ DeviceTensor DeviceTensor::copy_to(Device to) const {
 }
 
 void DeviceTensor::read_elements(void* dst, DType dtype) const {
+  if (!bytes()) return;
+  if (dtype == type.dtype) {  // straight into dst: no staging copy
+    device.backend().download(*buffer, dst, bytes());
+    return;
+  }
   std::vector<uint8_t> host(bytes());
-  if (host.empty()) return;
   device.backend().download(*buffer, host.data(), host.size());
   convert_elements(host.data(), type.dtype, dst, dtype, size_t(numel()));
 }

@@ -190,6 +190,33 @@ TEST(CpuBackend, TheDiskCacheServesASecondCompileWithoutTheCompiler) {
   EXPECT_TRUE(close(second, first.to(Device::ref()), 0));
 }
 
+// An eager backward runs its gradient ops node by node, as eager ops run; the backward of a compiled
+// function is compiled.
+TEST(CpuBackend, EagerBackwardNeverRunsTheCompiler) {
+  Tensor x = randn({16, 24}, Device::cpu(), 6).requires_grad_();
+  Tensor w = randn({24, 8}, Device::cpu(), 7).requires_grad_();
+  const cpu::CompileCounts before = cpu::HostCompiler::counts();
+  sum(gelu(matmul(x, w)) * 0.75).backward();  // a gradient graph no other test has
+  EXPECT_EQ(cpu::HostCompiler::counts().compiled, before.compiled);
+  EXPECT_EQ(cpu::HostCompiler::counts().loaded, before.loaded);
+
+  Tensor xr = x.detach().to(Device::ref()).requires_grad_(), wr = w.detach().to(Device::ref()).requires_grad_();
+  sum(gelu(matmul(xr, wr)) * 0.75).backward();
+  EXPECT_TRUE(close(x.grad(), xr.grad(), 1e-5));  // oneDNN sums in its own order
+  EXPECT_TRUE(close(w.grad(), wr.grad(), 1e-5));
+
+  auto loss = compile([](const Tensor& x, const Tensor& w) { return sum(gelu(matmul(x, w)) * 0.75); });
+  Tensor x2 = x.detach().requires_grad_(), w2 = w.detach().requires_grad_();
+  Tensor l = loss(x2, w2);
+  const cpu::CompileCounts compiled_before = cpu::HostCompiler::counts();
+  l.backward();
+  const cpu::CompileCounts after = cpu::HostCompiler::counts();
+  EXPECT_GT(after.compiled + after.loaded, compiled_before.compiled + compiled_before.loaded)
+      << "the compiled function's backward built no program";
+  EXPECT_TRUE(close(x2.grad(), xr.grad(), 1e-5));
+  EXPECT_TRUE(close(w2.grad(), wr.grad(), 1e-5));
+}
+
 TEST(CpuBackend, EagerOpsNeverRunTheCompiler) {
   const cpu::CompileCounts before = cpu::HostCompiler::counts();
   Tensor x = randn({32, 32}, Device::cpu(), 5);

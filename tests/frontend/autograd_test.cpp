@@ -32,18 +32,19 @@ TEST(Autograd, BackwardOfASquareSumGivesTwiceTheInputAndAccumulates) {
   EXPECT_EQ(values(x.grad()), (std::vector<double>{4, -8, 12}));
 }
 
-// y = x W^T + b, L = sum(y): dL/dW[o][i] = sum over rows of x[:, i]; dL/db = rows; dL/dx = sum_o W[o].
-// Backward runs a compiled gradient program per graph; only the one that ran last keeps its
-// intermediates (its arena), so a backward of another graph frees the first one's, and running the
-// first again plans them anew.
+// The backward of a compiled function runs a compiled gradient program per graph; only the one that
+// ran last keeps its intermediates (its arena), so a backward of another graph frees the first
+// one's, and running the first again plans them anew.
 TEST(Autograd, OnlyTheBackwardThatRanLastKeepsItsIntermediates) {
   const Device device = Device::cpu();
   Tensor x = randn({512, 512}, device, 1).requires_grad_();
-  auto big = [&] {  // a gradient graph with several 1 MiB intermediates
+  auto big_loss = compile([](const Tensor& x) {  // a gradient graph with several 1 MiB intermediates
     const Tensor y = x * 1.5;
-    sum(tanh(matmul(y, y)) * y).backward();
-  };
-  auto small = [&] { sum(x * 2.0).backward(); };
+    return sum(tanh(matmul(y, y)) * y);
+  });
+  auto small_loss = compile([](const Tensor& x) { return sum(x * 2.0); });
+  auto big = [&] { big_loss(x).backward(); };
+  auto small = [&] { small_loss(x).backward(); };
   big();
   const int64_t after_big = device.memory_stats().allocated_bytes;
   small();
@@ -54,6 +55,7 @@ TEST(Autograd, OnlyTheBackwardThatRanLastKeepsItsIntermediates) {
   EXPECT_NEAR(double(device.memory_stats().allocated_bytes), double(after_big), 4096.0);
 }
 
+// y = x W^T + b, L = sum(y): dL/dW[o][i] = sum over rows of x[:, i]; dL/db = rows; dL/dx = sum_o W[o].
 TEST(Autograd, LinearGradientsMatchTheHandDerivation) {
   Tensor x = f64({1, 2, 3, 4, 5, 6}, {2, 3});
   Tensor w = f64({1, 0, -1, 2, 1, 0}, {2, 3});

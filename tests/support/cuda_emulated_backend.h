@@ -39,6 +39,7 @@ class CudaEmulatedBackend : public Backend {
   void download(const Buffer& src, void* dst, size_t bytes, size_t offset = 0) override;
 
   void execute(const OpRun& run) override { runner_.run(run); }
+  bool eager_compiles_kernels() const override { return true; }
   void synchronize() override { runner_.sync(); }
   std::optional<TemplateLaunch> plan_template(const OpRun& run) override {
     std::optional<TemplateLaunch> t = runner_.plan_template(run);
