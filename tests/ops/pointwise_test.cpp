@@ -165,6 +165,33 @@ TEST(Binary, BroadcastingMatchesNaiveLoop) {
   }
 }
 
+// Operands that are one block of the output's dims (a per-channel scale [C,1,1] of [N,C,H,W], a
+// [C,H,1] block, a scalar) run as runs over which the block reads one element; two blocks ([N,1,H,1])
+// walk indices. 3x5x37x61 elements span three of the thread pool's chunks, each starting inside a
+// run. Both operand orders, against the naive loop.
+TEST(Binary, BlockBroadcastsMatchANaiveLoop) {
+  const std::vector<int64_t> od = {3, 5, 37, 61};
+  const std::vector<float> x = uniform_values(3 * 5 * 37 * 61, 21);
+  const std::vector<std::vector<int64_t>> shapes = {{5, 1, 1}, {1, 5, 1, 1}, {5, 37, 1}, {3, 5, 1, 1},
+                                                    {3, 1, 37, 1}, {1}, {37, 61}};
+  for (const std::vector<int64_t>& bd : shapes) {
+    int64_t count = 1;
+    for (int64_t d : bd) count *= d;
+    const std::vector<float> b = uniform_values(size_t(count), 22, 0.5f, 2.0f);
+    const Tensor tx = from_vector(x, od), tb = from_vector(b, bd);
+    auto minus = [](double u, double v) { return u - v; };
+    EXPECT_TRUE(all_close(values(tx - tb), naive_broadcast(x, od, b, bd, od, minus))) << shape_str(make_shape(bd));
+    EXPECT_TRUE(all_close(values(tb - tx), naive_broadcast(b, bd, x, od, od, minus))) << shape_str(make_shape(bd));
+  }
+  // where: a per-channel condition, a full operand and a scalar.
+  std::vector<uint8_t> keep = {1, 0, 1, 1, 0};
+  const Tensor cond = cast(from_vector(keep, {5, 1, 1}), DType::Bool);
+  const std::vector<double> got = values(where(cond, from_vector(x, od), from_vector<float>({-7.0f}, {1})));
+  std::vector<double> want;
+  for (size_t i = 0; i < x.size(); ++i) want.push_back(keep[i / (37 * 61) % 5] ? double(x[i]) : -7.0);
+  EXPECT_TRUE(all_close(got, want));
+}
+
 TEST(Binary, ComparisonsAndLogicalGiveBool) {
   Tensor a = from_vector<float>({1, 2, 3}, {3}), b = from_vector<float>({2, 2, 2}, {3});
   EXPECT_EQ(lt(a, b).to_vector<bool>(), (std::vector<bool>{true, false, false}));

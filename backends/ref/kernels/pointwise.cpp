@@ -5,6 +5,7 @@
 #include <cmath>
 #include <cstring>
 #include <limits>
+#include <optional>
 #include <type_traits>
 
 #include "backends/ref/ref_kernel.h"
@@ -16,27 +17,52 @@ namespace {
 
 constexpr int64_t kGrain = 1 << 14;
 
-// Where `in` broadcasts to `out` as a row repeated over the outer elements (its dims, less leading
-// ones, equal out's last dims): the row's element count (1 for one element). 0 otherwise.
-int64_t trailing_row(const std::vector<int64_t>& in, const std::vector<int64_t>& out) {
-  size_t first = 0;
-  while (first < in.size() && in[first] == 1) ++first;
-  const size_t kept = in.size() - first;
-  if (kept > out.size()) return 0;
-  int64_t count = 1;
-  for (size_t k = 0; k < kept; ++k) {
-    if (in[first + k] != out[out.size() - kept + k]) return 0;
-    count *= in[first + k];
+// How `in` broadcasts to `out` when its dims, less leading ones, equal one block of out's dims with
+// only ones around it: element i of out reads element (i / inner) % count of in. A scalar is a
+// block of 1 over every element, a bias row a block with inner 1, a per-channel scale [C,1,1] of
+// [N,C,H,W] a block of C with inner H*W.
+struct Block {
+  int64_t count = 1, inner = 1;
+};
+
+std::optional<Block> broadcast_block(const std::vector<int64_t>& in, const std::vector<int64_t>& out) {
+  if (in.size() > out.size()) return std::nullopt;
+  const size_t pad = out.size() - in.size();
+  auto dim = [&](size_t d) { return d < pad ? int64_t(1) : in[d - pad]; };
+  size_t first = 0, last = out.size();
+  for (size_t d = 0; d < out.size(); ++d)
+    if (dim(d) != 1) {
+      if (last == out.size()) first = d;
+      last = d;
+    }
+  Block block;
+  if (last == out.size()) first = last = 0;  // a scalar: every dim is inner
+  else ++last;
+  for (size_t d = first; d < last; ++d) {
+    if (dim(d) != out[d]) return std::nullopt;
+    block.count *= out[d];
   }
-  return count;
+  for (size_t d = last; d < out.size(); ++d) block.inner *= out[d];
+  if (block.inner == 0) block.inner = 1;  // an empty output has no element to read
+  return block;
 }
 
 // Element loop over `out` with each input's broadcast offset.
 template <size_t N, class F>
 void for_each_broadcast(const std::vector<int64_t>& out_dims,
                         const std::array<const std::vector<int64_t>*, N>& in_dims, int64_t n, F f) {
-  bool same = true;
-  for (auto* d : in_dims) same = same && *d == out_dims;
+  std::array<bool, N> full;
+  std::array<Block, N> blocks;
+  bool same = true, all_blocks = true;
+  int64_t shortest_run = n;
+  for (size_t k = 0; k < N; ++k) {
+    full[k] = *in_dims[k] == out_dims;
+    same = same && full[k];
+    if (full[k]) continue;
+    std::optional<Block> b = broadcast_block(*in_dims[k], out_dims);
+    if (b) blocks[k] = *b, shortest_run = std::min(shortest_run, b->inner);
+    else all_blocks = false;
+  }
   if (same) {
     parallel_for(n, kGrain, [&](int64_t b, int64_t e) {
       std::array<int64_t, N> off;
@@ -48,22 +74,11 @@ void for_each_broadcast(const std::vector<int64_t>& out_dims,
     return;
   }
   if constexpr (N == 2) {
-    // One operand the output's shape, the other the output's last dims (after leading ones): a
-    // scalar (x * 2.0) or a row (a bias). Plain loops, with the row's offset wrapping.
-    const bool first_full = *in_dims[0] == out_dims, second_full = *in_dims[1] == out_dims;
-    const int64_t row = first_full    ? trailing_row(*in_dims[1], out_dims)
-                        : second_full ? trailing_row(*in_dims[0], out_dims)
-                                      : 0;
-    if (row == 1) {
-      parallel_for(n, kGrain, [&](int64_t b, int64_t e) {
-        if (first_full)
-          for (int64_t i = b; i < e; ++i) f(i, std::array<int64_t, 2>{i, 0});
-        else
-          for (int64_t i = b; i < e; ++i) f(i, std::array<int64_t, 2>{0, i});
-      });
-      return;
-    }
+    // One operand the output's shape, the other a row of its last dims (a bias): plain loops, with
+    // the row's offset wrapping.
+    const int64_t row = full[0] != full[1] && all_blocks && shortest_run == 1 ? blocks[full[0] ? 1 : 0].count : 0;
     if (row > 1) {
+      const bool first_full = full[0];
       parallel_for(n, kGrain, [&](int64_t b, int64_t e) {
         for (int64_t i = b; i < e;) {
           const int64_t start = i % row, stop = std::min(e - i, row - start) + start;
@@ -75,6 +90,37 @@ void for_each_broadcast(const std::vector<int64_t>& out_dims,
       });
       return;
     }
+  }
+  if (all_blocks && shortest_run >= 4) {
+    // Every operand the output's shape or one block (a scalar, a per-channel value): runs of
+    // elements over which each block operand reads one element.
+    parallel_for(n, kGrain, [&](int64_t b, int64_t e) {
+      std::array<int64_t, N> off{};
+      for (int64_t i = b; i < e;) {
+        int64_t stop = e;
+        for (size_t k = 0; k < N; ++k) {
+          if (full[k]) continue;
+          const int64_t q = i / blocks[k].inner;
+          off[k] = q % blocks[k].count;
+          stop = std::min(stop, (q + 1) * blocks[k].inner);
+        }
+        if constexpr (N == 2) {
+          if (full[0])
+            for (; i < stop; ++i) f(i, std::array<int64_t, 2>{i, off[1]});
+          else if (full[1])
+            for (; i < stop; ++i) f(i, std::array<int64_t, 2>{off[0], i});
+          else
+            for (; i < stop; ++i) f(i, off);
+        } else {
+          for (; i < stop; ++i) {
+            for (size_t k = 0; k < N; ++k)
+              if (full[k]) off[k] = i;
+            f(i, off);
+          }
+        }
+      }
+    });
+    return;
   }
   parallel_for(n, kGrain, [&](int64_t b, int64_t e) {
     std::vector<BroadcastIndex> idx;
