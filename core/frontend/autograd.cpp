@@ -191,9 +191,10 @@ std::vector<Tensor> differentiate(const std::vector<Tensor>& roots, const std::v
   // (GPU backends), node by node on precompiled kernels elsewhere (cpu), so that no backward waits
   // on a compiler. A compiled function's backward is always compiled.
   const Device device = roots[0].device();
-  const char* mode = std::getenv("KILN_EAGER_BACKWARD");  // "compiled": compile them everywhere, for comparisons
-  const bool compiled = mode && std::string(mode) == "compiled";
-  const bool interpret = !compiled && !recorded.has_compiled_calls() && !device.backend().eager_compiles_kernels();
+  const char* mode = std::getenv("KILN_EAGER_BACKWARD");  // "compiled": compiled everywhere, for comparisons
+  const bool always_compiled = mode && std::string(mode) == "compiled";
+  const bool interpret =
+      !always_compiled && !recorded.has_compiled_calls() && !device.backend().eager_compiles_kernels();
   return run_gradient_graph(recorded.graph(), recorded.bound(), device, interpret);
 }
 

@@ -113,9 +113,8 @@ CompiledGraph compile_graph(Graph& graph, Device device, const CompileGraphOptio
     throw Error("compile_graph: internal error: the pass pipeline changed the graph's inputs (" +
                 std::to_string(num_inputs) + " -> " + std::to_string(graph.inputs().size()) + ")");
 
-  out.program =
-      program_after_passes(graph, device, options.program, StageDump(pipeline.dump_dir, int(out.passes.size()) + 1),
-                           options.interpret);
+  const StageDump dump(pipeline.dump_dir, int(out.passes.size()) + 1);
+  out.program = program_after_passes(graph, device, options.program, dump, options.interpret);
   return out;
 }
 

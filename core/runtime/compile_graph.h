@@ -27,7 +27,7 @@ struct CompileGraphOptions {
   PipelineOptions pipeline;  // dump directory, keep each pass's IR (bundles)
   ProgramOptions program;    // fusion on/off, reduce_overhead
   // The graph passes, then the node-by-node interpreter, as for a backend that generates no code:
-  // eager work on a backend whose eager ops run precompiled kernels (Backend::eager_generates_code).
+  // eager work on a backend whose eager ops run precompiled kernels (Backend::eager_compiles_kernels).
   bool interpret = false;
 };
 

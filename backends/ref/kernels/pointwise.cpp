@@ -59,9 +59,13 @@ void for_each_broadcast(const std::vector<int64_t>& out_dims,
     full[k] = *in_dims[k] == out_dims;
     same = same && full[k];
     if (full[k]) continue;
-    std::optional<Block> b = broadcast_block(*in_dims[k], out_dims);
-    if (b) blocks[k] = *b, shortest_run = std::min(shortest_run, b->inner);
-    else all_blocks = false;
+    std::optional<Block> block = broadcast_block(*in_dims[k], out_dims);
+    if (!block) {
+      all_blocks = false;
+      continue;
+    }
+    blocks[k] = *block;
+    shortest_run = std::min(shortest_run, block->inner);
   }
   if (same) {
     parallel_for(n, kGrain, [&](int64_t b, int64_t e) {
@@ -76,7 +80,8 @@ void for_each_broadcast(const std::vector<int64_t>& out_dims,
   if constexpr (N == 2) {
     // One operand the output's shape, the other a row of its last dims (a bias): plain loops, with
     // the row's offset wrapping.
-    const int64_t row = full[0] != full[1] && all_blocks && shortest_run == 1 ? blocks[full[0] ? 1 : 0].count : 0;
+    const bool one_row = full[0] != full[1] && all_blocks && shortest_run == 1;
+    const int64_t row = one_row ? blocks[full[0] ? 1 : 0].count : 0;
     if (row > 1) {
       const bool first_full = full[0];
       parallel_for(n, kGrain, [&](int64_t b, int64_t e) {
