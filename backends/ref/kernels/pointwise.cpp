@@ -47,8 +47,10 @@ std::optional<Block> broadcast_block(const std::vector<int64_t>& in, const std::
   return block;
 }
 
-// Element loop over `out` with each input's broadcast offset.
-template <size_t N, class F>
+// Element loop over `out` with each input's broadcast offset. Without `kRuns` only equal shapes
+// get a plain loop and every broadcast walks indices: the rarely used dtypes take that, which
+// keeps this file's build time down (each loop here is built per op and dtype).
+template <size_t N, bool kRuns = true, class F>
 void for_each_broadcast(const std::vector<int64_t>& out_dims,
                         const std::array<const std::vector<int64_t>*, N>& in_dims, int64_t n, F f) {
   std::array<bool, N> full;
@@ -77,7 +79,7 @@ void for_each_broadcast(const std::vector<int64_t>& out_dims,
     });
     return;
   }
-  if constexpr (N == 2) {
+  if constexpr (N == 2 && kRuns) {
     // One operand the output's shape, the other a row of its last dims (a bias): plain loops, with
     // the row's offset wrapping.
     const bool one_row = full[0] != full[1] && all_blocks && shortest_run == 1;
@@ -96,7 +98,7 @@ void for_each_broadcast(const std::vector<int64_t>& out_dims,
       return;
     }
   }
-  if (all_blocks && shortest_run >= 4) {
+  if (kRuns && all_blocks && shortest_run >= 4) {
     // Every operand the output's shape or one block (a scalar, a per-channel value): runs of
     // elements over which each block operand reads one element.
     parallel_for(n, kGrain, [&](int64_t b, int64_t e) {
@@ -272,10 +274,13 @@ void map_binary(const KernelContext& ctx, const void* a, const void* b, F f) {
   R* out = ctx.outputs[0].as<R>();
   using C = compute_t<T>;
   const auto& od = ctx.outputs[0].dims;
-  for_each_broadcast<2>(od, {&ctx.inputs[0].dims, &ctx.inputs[1].dims}, ctx.outputs[0].numel(),
-                        [&](int64_t i, const std::array<int64_t, 2>& o) {
-                          out[i] = R(f(C(pa[o[0]]), C(pb[o[1]])));
-                        });
+  // Broadcast runs for the dtypes models compute in.
+  constexpr bool kRuns = std::is_same_v<T, float> || std::is_same_v<T, double> || std::is_same_v<T, int64_t> ||
+                         std::is_same_v<T, int32_t> || std::is_same_v<T, bool>;
+  for_each_broadcast<2, kRuns>(od, {&ctx.inputs[0].dims, &ctx.inputs[1].dims}, ctx.outputs[0].numel(),
+                               [&](int64_t i, const std::array<int64_t, 2>& o) {
+                                 out[i] = R(f(C(pa[o[0]]), C(pb[o[1]])));
+                               });
 }
 
 void binary_kernel(const KernelContext& ctx) {
