@@ -5,7 +5,6 @@
 #include <gtest/gtest.h>
 
 #include <cstdlib>
-#include <cstring>
 #include <filesystem>
 #include <string>
 #include <vector>
@@ -14,7 +13,6 @@
 
 #include "backends/cpu/host_compiler.h"
 #include "backends/cpu/onednn_ops.h"
-#include "backends/ref/host_memory.h"
 #include "core/kernel/emit.h"
 #include "core/kernel/lower.h"
 #include "core/trace/bundle.h"
@@ -217,34 +215,6 @@ TEST(CpuBackend, EagerBackwardNeverRunsTheCompiler) {
       << "the compiled function's backward built no program";
   EXPECT_TRUE(close(x2.grad(), xr.grad(), 1e-5));
   EXPECT_TRUE(close(w2.grad(), wr.grad(), 1e-5));
-}
-
-// A freed buffer of 4 MiB or more serves the next buffer of its rounded size, so the kernel need not
-// zero fresh pages for every eager op's output; under AddressSanitizer it is freed, so that a use
-// after free is caught.
-TEST(CpuBackend, LargeBuffersAreReusedOnceFreed) {
-#if defined(__SANITIZE_ADDRESS__)
-  GTEST_SKIP() << "large buffers are not cached under AddressSanitizer";
-#endif
-  Backend& backend = Device::cpu().backend();
-  const size_t bytes = size_t(9) << 20;  // rounded to 10 MiB
-  void* freed = nullptr;
-  uint64_t freed_serial = 0;
-  {
-    std::unique_ptr<Buffer> b = backend.alloc(bytes);
-    freed = reference::host_data(*b);
-    freed_serial = static_cast<reference::HostBuffer&>(*b).serial();
-    std::memset(freed, 0xab, bytes);  // fresh pages would read as zeros
-  }
-  std::unique_ptr<Buffer> again = backend.alloc(bytes - 1000);
-  ASSERT_EQ(reference::host_data(*again), freed);
-  const auto* reused = static_cast<const uint8_t*>(reference::host_data(*again));
-  EXPECT_EQ(reused[0], 0xab);
-  EXPECT_EQ(reused[bytes - 1001], 0xab);
-  EXPECT_EQ(again->bytes(), bytes - 1000);
-  EXPECT_NE(static_cast<reference::HostBuffer&>(*again).serial(), freed_serial) << "a reused block is a new buffer";
-  std::unique_ptr<Buffer> other = backend.alloc(bytes);  // the cached block is taken
-  EXPECT_NE(reference::host_data(*other), freed);
 }
 
 TEST(CpuBackend, EagerOpsNeverRunTheCompiler) {
