@@ -57,7 +57,7 @@ TEST(Autograd, OnlyTheBackwardThatRanLastKeepsItsIntermediates) {
 
 // An eager backward on cpu runs its gradient graph node by node and lets each value go after its
 // last reader: the backward of a chain of 16 tanh layers over 1 MiB activations holds a few of its
-// gradients at once, not all of them (about 48 MiB if the walk kept every value).
+// gradients at once, not all of them (68 MB when the walk kept every value).
 TEST(Autograd, EagerBackwardOnCpuHoldsFewIntermediatesAtOnce) {
   const Device device = Device::cpu();
   Tensor x = randn({256, 1024}, device, 3).requires_grad_();

@@ -167,8 +167,8 @@ TEST(Binary, BroadcastingMatchesNaiveLoop) {
 
 // Operands that are one block of the output's dims (a per-channel scale [C,1,1] of [N,C,H,W], a
 // [C,H,1] block, a scalar) run as runs over which the block reads one element; two blocks ([N,1,H,1])
-// walk indices. 3x5x37x61 elements span three of the thread pool's chunks, each starting inside a
-// run. Both operand orders, against the naive loop.
+// walk indices. 3x5x37x61 elements span more than one of the thread pool's chunks, the later ones
+// starting inside a run. Both operand orders, against the naive loop.
 TEST(Binary, BlockBroadcastsMatchANaiveLoop) {
   const std::vector<int64_t> od = {3, 5, 37, 61};
   const std::vector<float> x = uniform_values(3 * 5 * 37 * 61, 21);
