@@ -244,6 +244,20 @@ TEST(Where, SelectsWithBroadcast) {
   EXPECT_THROW(where(a, a, b), Error);  // condition must be bool
 }
 
+// where moves elements of 1, 2, 4 and 8 bytes, broadcast on every side.
+TEST(Where, SelectsEveryElementSize) {
+  const Tensor c = from_vector<bool>({true, false, false, true}, {2, 2});
+  const Tensor a = from_vector<double>({1, 2}, {1, 2}), b = from_vector<double>({-1, -2}, {2, 1});
+  const std::vector<double> want = {1, -1, -2, 2};
+  for (DType dtype : {DType::U8, DType::F16, DType::I32, DType::F32, DType::F64, DType::I64})
+    EXPECT_EQ(where(c, cast(abs(a), dtype), cast(abs(b) * 3.0, dtype)).to_vector<double>(),
+              (std::vector<double>{1, 3, 6, 2}))
+        << dtype_name(dtype);
+  EXPECT_EQ(where(c, a, b).to_vector<double>(), want);
+  EXPECT_EQ(where(c, from_vector<bool>({true, true}, {2}), from_vector<bool>({false}, {1})).to_vector<bool>(),
+            (std::vector<bool>{true, false, false, true}));
+}
+
 TEST(Binary, ShapeMismatchNamesOpShapesAndLine) {
   Tensor a = zeros({2, 3}), b = zeros({4});
   int line = __LINE__ + 2;

@@ -358,20 +358,29 @@ void binary_kernel(const KernelContext& ctx) {
   });
 }
 
+// out = cond ? a : b, moving elements as unsigned integers of their size (E).
+template <class E>
+void select_elements(const KernelContext& ctx, const void* a, const void* b) {
+  const bool* cond = ctx.inputs[0].as<bool>();
+  const E* pa = static_cast<const E*>(a);
+  const E* pb = static_cast<const E*>(b);
+  E* out = static_cast<E*>(ctx.outputs[0].data);
+  for_each_broadcast<3>(ctx.outputs[0].dims, {&ctx.inputs[0].dims, &ctx.inputs[1].dims, &ctx.inputs[2].dims},
+                        ctx.outputs[0].numel(), [&](int64_t i, const std::array<int64_t, 3>& o) {
+                          out[i] = cond[o[0]] ? pa[o[1]] : pb[o[2]];
+                        });
+}
+
 void where_kernel(const KernelContext& ctx) {
   DType dtype = ctx.outputs[0].dtype;
   Operand a(ctx.inputs[1], dtype), b(ctx.inputs[2], dtype);
-  const bool* cond = ctx.inputs[0].as<bool>();
-  size_t size = dtype_size(dtype);
-  auto* out = static_cast<uint8_t*>(ctx.outputs[0].data);
-  auto* pa = static_cast<const uint8_t*>(a.data);
-  auto* pb = static_cast<const uint8_t*>(b.data);
-  for_each_broadcast<3>(ctx.outputs[0].dims,
-                        {&ctx.inputs[0].dims, &ctx.inputs[1].dims, &ctx.inputs[2].dims},
-                        ctx.outputs[0].numel(), [&](int64_t i, const std::array<int64_t, 3>& o) {
-                          const uint8_t* src = cond[o[0]] ? pa + o[1] * size : pb + o[2] * size;
-                          std::memcpy(out + i * size, src, size);
-                        });
+  switch (dtype_size(dtype)) {
+    case 1: select_elements<uint8_t>(ctx, a.data, b.data); return;
+    case 2: select_elements<uint16_t>(ctx, a.data, b.data); return;
+    case 4: select_elements<uint32_t>(ctx, a.data, b.data); return;
+    case 8: select_elements<uint64_t>(ctx, a.data, b.data); return;
+    default: throw Error("where: no element type of " + std::to_string(dtype_size(dtype)) + " bytes");
+  }
 }
 
 }  // namespace
