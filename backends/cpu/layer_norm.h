@@ -1,4 +1,5 @@
-// The cpu device's eager layer norm on contiguous f32 tensors, in vectorized f32 loops.
+// The cpu device's eager layer norm on contiguous f32 tensors, in vectorized loops (statistics in
+// f64, as the reference computes them).
 #pragma once
 
 #include "backends/backend.h"

@@ -16,8 +16,8 @@
 #include <span>
 
 #include "backends/ref/host_memory.h"
-#include "core/ir/shape.h"
 #include "backends/ref/parallel.h"
+#include "core/ir/shape.h"
 
 #if defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__) && defined(KILN_HAVE_MVEC)
 #define KILN_SIMD __attribute__((simd("notinbranch")))

@@ -1,7 +1,8 @@
 // kiln-bench: matmul GFLOP/s (cpu reference and Vulkan), elementwise bandwidth (an add, four
-// transcendentals, a softmax and a layer norm) beside a host STREAM triad measured in the same run, eager
-// dispatch overhead per op (with and without recording for autograd), and (Vulkan) the row
-// templates against the generic lowering. Each figure is the median of --reps runs after one warm-up.
+// transcendentals, a softmax and a layer norm) beside a host STREAM triad measured in the same
+// run, eager dispatch overhead per op (with and without recording for autograd), and (Vulkan) the
+// row templates against the generic lowering. Each figure is the median of --reps runs after one
+// warm-up.
 #include <algorithm>
 #include <chrono>
 #include <cmath>
