@@ -1,8 +1,8 @@
 // kiln-bench: matmul GFLOP/s (cpu reference and Vulkan), elementwise bandwidth (an add, four
-// transcendentals, a softmax and a layer norm) beside a host STREAM triad measured in the same
-// run, eager dispatch overhead per op (with and without recording for autograd), and (Vulkan) the
-// row templates against the generic lowering. Each figure is the median of --reps runs after one
-// warm-up.
+// transcendentals, a softmax, a layer norm, relu's gradient's where and a read back into a host
+// vector) beside a host STREAM triad measured in the same run, eager dispatch overhead per op (with
+// and without recording for autograd), and (Vulkan) the row templates against the generic
+// lowering. Each figure is the median of --reps runs after one warm-up.
 #include <algorithm>
 #include <chrono>
 #include <cmath>
@@ -296,6 +296,20 @@ void bench_elementwise(const Args& args) {
       std::printf("%-30s %10.2f GB/s  (%.2f x triad)  %.1f ms\n", (std::string(op) + " on " + name).c_str(), ugbs,
                   ugbs / triad, seconds * 1e3);
     }
+    // relu's gradient, where(x > 0, g, 0): a bool, a float and a rank-0 scalar read per element.
+    const Tensor positive = gt(a, zeros({}, DType::F32, device)), zero = zeros({}, DType::F32, device);
+    double seconds = time_median(args.reps, [&] {
+      Tensor c = where(positive, b, zero);
+      wait_for(device);
+    });
+    double wgbs = 9.0 * double(n) / seconds / 1e9;
+    std::printf("%-30s %10.2f GB/s  (%.2f x triad)  %.1f ms\n", ("where on " + name).c_str(), wgbs, wgbs / triad,
+                seconds * 1e3);
+    // The tensor read back into a host vector (one read, one write per element).
+    seconds = time_median(args.reps, [&] { std::vector<float> host = a.to_vector<float>(); });
+    double hgbs = 2.0 * double(n) * 4 / seconds / 1e9;
+    std::printf("%-30s %10.2f GB/s  (%.2f x triad)  %.1f ms\n", ("to_vector on " + name).c_str(), hgbs, hgbs / triad,
+                seconds * 1e3);
 #ifdef KILN_HAVE_VULKAN
     if (device.kind() == BackendKind::Vulkan) {
       // The kernel alone: the same add into one output buffer allocated once, so neither the
