@@ -3,12 +3,13 @@
 #   tools/fuzz.sh TARGET SECONDS [libFuzzer flags]   one target: onnx_import tensor_proto ir_text
 #                                                    symint bundle
 #   tools/fuzz.sh --all SECONDS                      each target in turn (CI runs this briefly)
-# Builds build-fuzz/ (clang 16 with AddressSanitizer, UndefinedBehaviorSanitizer and libFuzzer's
-# coverage) on first use. Each target's corpus lives in build-fuzz/corpus/TARGET: seeded from
-# libonnx-testdata, tests/passes, tests/ir and tests/fuzz/corpus, and kept between runs. A crash
-# stops the run and leaves its input in build-fuzz/crashes/TARGET/: fix it, then add the input to
-# tests/fuzz/regressions/TARGET/ (a binary one as hex text: xxd -p CRASH > NAME.hex), which
-# test_fuzz_regressions replays in every build.
+# Builds the fuzz programs into build-sanitize/ (tools/sanitize/build.sh: clang 16 with ASan, UBSan
+# and libFuzzer's coverage; tools/test.sh --sanitize builds its tests there with the same flags, so
+# after it only these programs are new). Each target's corpus lives in build-sanitize/corpus/TARGET:
+# seeded from libonnx-testdata, tests/passes, tests/ir and tests/fuzz/corpus, and kept between
+# runs. A crash stops the run and leaves its input in build-sanitize/crashes/TARGET/: fix it, then
+# add the input to tests/fuzz/regressions/TARGET/ (a binary one as hex text: xxd -p CRASH >
+# NAME.hex), which test_fuzz_regressions replays in every build.
 set -euo pipefail
 root="$(cd "$(dirname "$0")/.." && pwd)"
 targets=(onnx_import tensor_proto ir_text symint bundle)
@@ -23,15 +24,13 @@ if [[ "$which" == --all ]]; then
 fi
 [[ " ${targets[*]} " == *" $which "* ]] || usage
 
-build="${KILN_FUZZ_BUILD_DIR:-$root/build-fuzz}"
-bash "$root/tools/setup.sh" --with-torch --fuzz > /dev/null
-flags="-fsanitize=fuzzer-no-link,address,undefined -fno-sanitize-recover=undefined -fno-omit-frame-pointer"
-KILN_BUILD_DIR="$build" KILN_BUILD_TARGET=kiln-fuzzers bash "$root/tools/build.sh" \
-  -DCMAKE_CXX_COMPILER=clang++-16 -DKILN_FUZZ=ON -DKILN_BUILD_SAMPLES=OFF \
-  -DCMAKE_BUILD_TYPE=RelWithDebInfo -DCMAKE_CXX_FLAGS_RELWITHDEBINFO="-O1 -g" \
-  -DCMAKE_CXX_FLAGS="$flags" -DCMAKE_EXE_LINKER_FLAGS="$flags" -DCMAKE_SHARED_LINKER_FLAGS="$flags" \
-  -DKILN_VECTORIZE_EAGER_KERNELS=OFF |
-  grep -v '^\[' || true
+build="${KILN_SANITIZE_BUILD_DIR:-$root/build-sanitize}"
+bash "$root/tools/setup.sh" --with-torch --sanitize > /dev/null
+if ! bash "$root/tools/sanitize/build.sh" kiln-fuzzers > "$build.build.log" 2>&1; then
+  tail -60 "$build.build.log"
+  echo "fuzz: the build failed; its log is $build.build.log" >&2
+  exit 1
+fi
 program="$build/tests/fuzz/fuzz-${which//_/-}"
 [[ -x "$program" ]] || { echo "fuzz: $program was not built (bundle needs kiln-debug's packages)" >&2; exit 1; }
 

@@ -2,8 +2,8 @@
 # Installs every Debian package kiln builds, tests and runs with. Safe to re-run.
 # --with-torch also installs the Python packages that export the reference models and the digits
 # training reference (tools/test.sh);
-# --sanitize the symbolizer the sanitizer reports use (tools/test.sh --sanitize);
-# --fuzz clang 16 with libFuzzer (tools/fuzz.sh; clang 14 lacks std::source_location).
+# --sanitize clang 16 with its sanitizer and libFuzzer runtimes and OpenMP, and the symbolizer the
+# reports use (tools/sanitize/build.sh, for tools/test.sh --sanitize and tools/fuzz.sh).
 set -euo pipefail
 
 packages=(
@@ -18,9 +18,8 @@ packages=(
 for arg in "$@"; do
   case "$arg" in
     --with-torch) packages+=(python3-torch python3-torchvision python3-onnx python3-sklearn) ;;
-    --sanitize) packages+=(llvm-14) ;;  # llvm-symbolizer-14
-    --fuzz) packages+=(llvm-14 clang-16 libclang-rt-16-dev libomp-16-dev) ;;
-    *) echo "setup: unknown option $arg (--with-torch, --sanitize, --fuzz)" >&2; exit 2 ;;
+    --sanitize) packages+=(llvm-14 clang-16 libclang-rt-16-dev libomp-16-dev) ;;  # llvm-symbolizer-14
+    *) echo "setup: unknown option $arg (--with-torch, --sanitize)" >&2; exit 2 ;;
   esac
 done
 
