@@ -22,11 +22,9 @@ namespace kiln::cpu {
 namespace {
 
 // Generated kernels split their range over the OpenMP team oneDNN runs on, so the two never
-// compete for cores (a second pool's threads would wait while OpenMP's spin). Ranges under 16K
-// elements run on the calling thread: below that waking the team costs more than it saves.
+// compete for cores (a second pool's threads would wait while OpenMP's spin).
 void parallel_range(int64_t n, const std::function<void(int64_t, int64_t)>& fn) {
-  constexpr int64_t kGrain = 1 << 14;
-  const int threads = int(std::min<int64_t>(reference::num_threads(), n / kGrain));
+  const int threads = int(std::min<int64_t>(reference::num_threads(), n / kParallelGrain));
   if (threads <= 1) {
     if (n > 0) fn(0, n);
     return;

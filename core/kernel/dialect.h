@@ -1,6 +1,8 @@
 // The languages kernel IR prints to, and what a code-generating backend asks of the emitter.
 #pragma once
 
+#include <cstdint>
+
 namespace kiln::kernel {
 
 // Cpp: C++ for the host CPU (backends/cpu), one loop over a range of the iteration space.
@@ -25,10 +27,12 @@ struct CodegenTarget {
   // Invocations one workgroup may have (Vulkan's maxComputeWorkGroupInvocations and size x):
   // generated kernels take 256, or the largest power of two below this.
   int max_workgroup_size = 256;
-  // A kernel reads views that only it reads through their index maps rather than from a copy made
-  // first. Off for generated C++: on a CPU the copy is a vectorized loop over cached data, and the
-  // composed index arithmetic measured slower (BENCHMARKS Run 20).
-  bool read_through_views = true;
+  // A kernel reads views of at most this many elements that only it reads through their index
+  // maps rather than from a copy made first. Generated C++ reads only small views through: on a
+  // CPU the copy of a large one is a vectorized loop over cached data, and the composed index
+  // arithmetic measured slower (BENCHMARKS Run 20), while a small one's copy costs a kernel run
+  // for little data (an LSTM's gate slices).
+  int64_t read_through_views_up_to = INT64_MAX;
 };
 
 }  // namespace kiln::kernel

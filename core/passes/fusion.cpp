@@ -80,10 +80,18 @@ std::map<const Node*, size_t> group_numbers(const std::vector<FusionGroup>& grou
   return group_of;
 }
 
+// Elements of the largest value `g` writes, at the traced sizes.
+int64_t largest_output_elements(const FusionGroup& g) {
+  int64_t most = 0;
+  for (const Node* n : g.nodes)
+    for (const Value* v : n->outputs) most = std::max(most, numel(v->type.shape).hint());
+  return most;
+}
+
 // Data movement scheduled as a kernel of its own (views of values from before the open group
-// close one group each) moves into the one group that reads it: that kernel reads through the
-// views' index maps, and the copy is never written. A chain of views moves whole, since groups
-// are visited last to first.
+// close one group each) moves into the one group that reads it, up to the options' size: that
+// kernel reads through the views' index maps, and the copy is never written. A chain of views
+// moves whole, since groups are visited last to first.
 void inline_view_groups(std::vector<FusionGroup>& groups, const Users& users,
                         const std::set<const Value*>& graph_outputs, const FusionOptions& options) {
   std::map<const Node*, size_t> group_of = group_numbers(groups);
@@ -92,7 +100,7 @@ void inline_view_groups(std::vector<FusionGroup>& groups, const Users& users,
     if (g.kind == FusionKind::Constant || g.template_anchor || g.nodes.empty()) continue;
     bool views = true;
     for (const Node* n : g.nodes) views = views && is_index_view(*n);
-    if (!views) continue;
+    if (!views || largest_output_elements(g) > options.inline_views_up_to) continue;
     std::set<size_t> readers;
     bool kept = false;  // returned or never read: it must reach memory
     for (const Node* n : g.nodes)
@@ -349,7 +357,7 @@ std::vector<FusionGroup> fuse_graph(const Graph& graph, const FusionOptions& opt
     start(n);
   }
 
-  if (options.fuse && options.fuse_views && options.inline_views)
+  if (options.fuse && options.fuse_views && options.inline_views_up_to > 0)
     inline_view_groups(groups, users, graph_outputs, options);
   if (options.fuse && options.fuse_views && options.template_views)
     views_into_templates(groups, users, graph_outputs, options);

@@ -45,9 +45,10 @@ struct FusionOptions {
   bool fuse_reductions = true;   // pointwise producers into a reduction's loop
   bool fuse_epilogues = true;    // pointwise consumers into a reduction/matmul/conv epilogue
   bool fuse_views = true;        // reshape/permute/expand/slice/pad of a group's values join it
-  // Views scheduled as a kernel of their own move into the one kernel that reads them, which reads
-  // through their index maps instead of a copy (CodegenTarget::read_through_views).
-  bool inline_views = true;
+  // Views scheduled as a kernel of their own, of at most this many elements (at the traced sizes),
+  // move into the one kernel that reads them, which reads through their index maps instead of a
+  // copy (CodegenTarget::read_through_views_up_to). 0: none move.
+  int64_t inline_views_up_to = INT64_MAX;
   // A group closes at this many nodes. A kernel's expressions nest as deep as its chain, and the
   // lowering, printing and evaluation of kernel IR recurse over them: without a bound, a chain of
   // 50,000 pointwise nodes overflows the stack. (TVM bounds fusion depth at 256 the same way.)

@@ -71,7 +71,7 @@ KernelSchedule schedule_kernels(const Graph& graph, Backend& backend, bool fuse,
   fusion.fuse = fuse;
   if (std::optional<kernel::CodegenTarget> target = backend.codegen()) {
     fusion.max_group_buffers = size_t(std::max(1, std::min(target->max_buffers, target->max_storage_buffers)));
-    fusion.inline_views = target->read_through_views;
+    fusion.inline_views_up_to = target->read_through_views_up_to;
   }
   fusion.keep_alone = [&backend, max_autotune](const Node& n) {
     return backend.has_template(n.kind) && template_serves(backend, max_autotune, n, {});

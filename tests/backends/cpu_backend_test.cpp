@@ -137,6 +137,26 @@ TEST(CpuBackend, CompiledProgramMatchesTheReferenceInterpreter) {
   EXPECT_LT(compiled.stats().program.kernels, compiled.stats().program.nodes);
 }
 
+// An LSTM cell's gates, sliced from one value: the fused kernel reads small slices through their
+// index maps, where a copy of each would cost a kernel run for a few hundred bytes, and copies
+// large ones first, whose copy is a vectorized loop (CodegenTarget::read_through_views_up_to).
+TEST(CpuBackend, SmallSlicesAreReadInPlaceLargeOnesCopiedFirst) {
+  for (const int64_t rows : {1, 128}) {
+    const int64_t hidden = 256;
+    auto cell = [hidden](const Tensor& gates, const Tensor& c) {
+      Tensor i = sigmoid(slice(gates, 1, 0, hidden)), f = sigmoid(slice(gates, 1, hidden, 2 * hidden));
+      Tensor g = tanh(slice(gates, 1, 2 * hidden, 3 * hidden)), o = sigmoid(slice(gates, 1, 3 * hidden, 4 * hidden));
+      return o * tanh(f * c + i * g);
+    };
+    Tensor gates = randn({rows, 4 * hidden}, Device::ref(), 1), c = randn({rows, hidden}, Device::ref(), 2);
+    auto compiled = compile(cell, CompileOptions{.name = "lstm_cell"});
+    EXPECT_TRUE(close(compiled(gates.to(Device::cpu()), c.to(Device::cpu())), cell(gates, c), 1e-5)) << rows << " rows";
+    // 256 elements a slice: one kernel. 32,768: the three slices that do not start the fused
+    // kernel are copies.
+    EXPECT_EQ(compiled.stats().program.kernels, rows == 1 ? 1 : 4) << rows << " rows";
+  }
+}
+
 // A C++ sum adds into 16 partial sums, then the extent's last elements one by one: rows of 5
 // (tail only), 32 (lanes only) and 37 elements. Sums of integers below 2^24 are exact in f32, so
 // each row's sum is n (n + 1) / 2 whatever the order.
