@@ -12,9 +12,10 @@ export KILN_BUILD_DIR="${KILN_SANITIZE_BUILD_DIR:-$root/build-sanitize}" KILN_BU
 # Also for the build: test discovery runs the test binaries.
 source "$root/tools/sanitize/env.sh" "$KILN_BUILD_DIR"
 flags="-fsanitize=fuzzer-no-link,address,undefined -fno-sanitize-recover=undefined -fno-omit-frame-pointer"
-# -O1 keeps the tests' run time near the normal build's. Eager kernels keep the library's flags
-# (KILN_VECTORIZE_EAGER_KERNELS=OFF): their -O3 doubles the sanitized build of pointwise.cpp.
+# -O1 keeps the tests' run time near the normal build's, for the suites' own code too
+# (KILN_OPTIMIZE_TESTS). Eager kernels keep the library's flags (KILN_VECTORIZE_EAGER_KERNELS=OFF):
+# their -O3 doubles the sanitized build of pointwise.cpp.
 bash "$root/tools/build.sh" -DCMAKE_CXX_COMPILER=clang++-16 -DKILN_FUZZ=ON -DKILN_BUILD_SAMPLES=OFF \
   -DCMAKE_BUILD_TYPE=RelWithDebInfo -DCMAKE_CXX_FLAGS_RELWITHDEBINFO="-O1 -g" \
   -DCMAKE_CXX_FLAGS="$flags" -DCMAKE_EXE_LINKER_FLAGS="$flags" -DCMAKE_SHARED_LINKER_FLAGS="$flags" \
-  -DKILN_VECTORIZE_EAGER_KERNELS=OFF
+  -DKILN_VECTORIZE_EAGER_KERNELS=OFF -DKILN_OPTIMIZE_TESTS=ON
