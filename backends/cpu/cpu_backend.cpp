@@ -88,7 +88,7 @@ class CpuBackend : public reference::HostBackend {
     const HostCompiler& compiler = HostCompiler::instance();
     if (compiler.available() || provided_artifacts()) {
       kernel::CodegenTarget target{kernel::Dialect::Cpp};
-      target.read_through_views_up_to = kParallelGrain;  // views one thread would copy
+      target.read_through_views_up_to = reference::kParallelGrain;  // views one thread would copy
       return target;
     }
     static std::once_flag said;

@@ -24,7 +24,7 @@ namespace {
 // Generated kernels split their range over the OpenMP team oneDNN runs on, so the two never
 // compete for cores (a second pool's threads would wait while OpenMP's spin).
 void parallel_range(int64_t n, const std::function<void(int64_t, int64_t)>& fn) {
-  const int threads = int(std::min<int64_t>(reference::num_threads(), n / kParallelGrain));
+  const int threads = int(std::min<int64_t>(reference::num_threads(), n / reference::kParallelGrain));
   if (threads <= 1) {
     if (n > 0) fn(0, n);
     return;

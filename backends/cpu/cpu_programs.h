@@ -3,7 +3,6 @@
 // stream that runs them on the thread pool.
 #pragma once
 
-#include <cstdint>
 #include <memory>
 #include <mutex>
 #include <span>
@@ -16,10 +15,6 @@
 #include "core/support/artifacts.h"
 
 namespace kiln::cpu {
-
-// Ranges of fewer elements than this run on the calling thread: below it waking the thread team
-// costs more than it saves.
-constexpr int64_t kParallelGrain = 1 << 14;
 
 // The trampoline every generated kernel is called through: its buffers, its int params and the
 // range [begin, end) of its iteration space this call computes.

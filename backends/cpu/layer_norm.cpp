@@ -19,7 +19,6 @@ namespace kiln::cpu {
 namespace {
 
 constexpr int kParts = 16;
-constexpr int64_t kGrain = 1 << 14;  // elements per parallel chunk, as the reference kernels
 
 // The sum of term(i) for i < n, added in kParts partial sums, which vectorize. Inlined into each
 // ISA's clone of its caller.
@@ -86,7 +85,7 @@ bool run_layer_norm(const OpRun& run) {
   const float* b = param(2);
   if (rows == 0 || n == 0) return true;
   const double eps = run.attrs.get_float("eps");
-  reference::parallel_for(rows, std::max<int64_t>(1, kGrain / n), [&](int64_t begin, int64_t end) {
+  reference::parallel_for(rows, std::max<int64_t>(1, reference::kParallelGrain / n), [&](int64_t begin, int64_t end) {
     for (int64_t r = begin; r < end; ++r) {
       const float* row = in + r * n;
       const double mean = row_sum(row, n) / double(n);

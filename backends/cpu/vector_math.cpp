@@ -35,9 +35,6 @@ double erf(double) noexcept KILN_SIMD; double sin(double) noexcept KILN_SIMD; do
 namespace kiln::cpu {
 namespace {
 
-// Elements per parallel chunk: the reference pointwise kernels' grain.
-constexpr int64_t kGrain = 1 << 14;
-
 enum class Fn { Exp, Log, Sin, Cos, Tanh, Erf, Sigmoid, Silu, Elu, GeluErf, GeluTanh };
 
 std::optional<Fn> vector_fn(OpKind kind, const AttrMap& attrs) {
@@ -135,7 +132,7 @@ bool run_softmax(const OpRun& run, const BufferView& x, void* in, void* out) {
   const int64_t rows = numel(std::span(x.dims).first(size_t(rank - 1)));
   if (n == 0 || rows == 0) return true;
   const bool log_form = run.kind == OpKind::LogSoftmax;
-  reference::parallel_for(rows, std::max<int64_t>(1, kGrain / n), [&](int64_t begin, int64_t end) {
+  reference::parallel_for(rows, std::max<int64_t>(1, reference::kParallelGrain / n), [&](int64_t begin, int64_t end) {
     softmax_rows_f32(log_form, static_cast<const float*>(in) + begin * n, static_cast<float*>(out) + begin * n,
                      end - begin, n);
   });
@@ -161,7 +158,7 @@ bool run_vector_math(const OpRun& run) {
   if (softmax) return run_softmax(run, x, in, out);
   const double alpha = *fn == Fn::Elu ? run.attrs.get_float("alpha") : 0.0;
   const int64_t n = numel(x.dims);
-  reference::parallel_for(n, kGrain, [&](int64_t begin, int64_t end) {
+  reference::parallel_for(n, reference::kParallelGrain, [&](int64_t begin, int64_t end) {
     if (x.dtype == DType::F32)
       map_f32(*fn, alpha, static_cast<const float*>(in) + begin, static_cast<float*>(out) + begin, end - begin);
     else

@@ -278,6 +278,12 @@ void bench_elementwise(const Args& args) {
     });
     double gbs = 3.0 * double(n) * 4 / s / 1e9;
     std::printf("%-30s %10.2f GB/s  (%.2f x triad)\n", ("add on " + name).c_str(), gbs, gbs / triad);
+    // A row of the table: `bytes` moved in `seconds`, beside the triad.
+    auto report = [&](const std::string& row, double bytes, double seconds) {
+      const double rate = bytes / seconds / 1e9;
+      std::printf("%-30s %10.2f GB/s  (%.2f x triad)  %.1f ms\n", (row + " on " + name).c_str(), rate, rate / triad,
+                  seconds * 1e3);
+    };
     // Transcendentals into a fresh output, counted as one read and one write per element (softmax and
     // layer norm pass over their rows more than once).
     const std::pair<const char*, Tensor (*)(const Tensor&)> unary[] = {
@@ -292,24 +298,18 @@ void bench_elementwise(const Args& args) {
         Tensor c = fn(a);
         wait_for(device);
       });
-      double ugbs = 2.0 * double(n) * 4 / seconds / 1e9;
-      std::printf("%-30s %10.2f GB/s  (%.2f x triad)  %.1f ms\n", (std::string(op) + " on " + name).c_str(), ugbs,
-                  ugbs / triad, seconds * 1e3);
+      report(op, 2.0 * double(n) * 4, seconds);
     }
     // relu's gradient, where(x > 0, g, 0): a bool, a float and a rank-0 scalar read per element.
-    const Tensor positive = gt(a, zeros({}, DType::F32, device)), zero = zeros({}, DType::F32, device);
+    const Tensor zero = zeros({}, DType::F32, device), positive = gt(a, zero);
     double seconds = time_median(args.reps, [&] {
       Tensor c = where(positive, b, zero);
       wait_for(device);
     });
-    double wgbs = 9.0 * double(n) / seconds / 1e9;
-    std::printf("%-30s %10.2f GB/s  (%.2f x triad)  %.1f ms\n", ("where on " + name).c_str(), wgbs, wgbs / triad,
-                seconds * 1e3);
+    report("where", 9.0 * double(n), seconds);
     // The tensor read back into a host vector (one read, one write per element).
     seconds = time_median(args.reps, [&] { std::vector<float> host = a.to_vector<float>(); });
-    double hgbs = 2.0 * double(n) * 4 / seconds / 1e9;
-    std::printf("%-30s %10.2f GB/s  (%.2f x triad)  %.1f ms\n", ("to_vector on " + name).c_str(), hgbs, hgbs / triad,
-                seconds * 1e3);
+    report("to_vector", 2.0 * double(n) * 4, seconds);
 #ifdef KILN_HAVE_VULKAN
     if (device.kind() == BackendKind::Vulkan) {
       // The kernel alone: the same add into one output buffer allocated once, so neither the

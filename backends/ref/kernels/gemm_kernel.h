@@ -241,7 +241,7 @@ template <class T, class Acc = int64_t>
 void gemm_integer(const std::vector<GemmProblem<T>>& problems, int64_t m, int64_t n, int64_t k,
                   double alpha, bool accumulate) {
   const int64_t rows = int64_t(problems.size()) * m;
-  const int64_t grain = std::max<int64_t>(1, (1 << 14) / std::max<int64_t>(1, n * k));
+  const int64_t grain = std::max<int64_t>(1, kParallelGrain / std::max<int64_t>(1, n * k));
   parallel_for(rows, grain, [&](int64_t begin, int64_t end) {
     for (int64_t r = begin; r < end; ++r) {
       const GemmProblem<T>& p = problems[size_t(r / m)];

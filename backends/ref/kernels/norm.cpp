@@ -11,8 +11,6 @@
 namespace kiln::reference {
 namespace {
 
-constexpr int64_t kGrain = 1 << 14;  // elements per parallel chunk, at least
-
 int64_t product(const std::vector<int64_t>& dims, size_t begin, size_t end) {
   int64_t n = 1;
   for (size_t i = begin; i < end; ++i) n *= dims[i];
@@ -29,7 +27,7 @@ std::vector<double> param(const KernelContext& ctx, size_t i, int64_t n, double 
 }
 
 int64_t grain_for(int64_t work_per_item) {
-  return std::max<int64_t>(1, kGrain / std::max<int64_t>(1, work_per_item));
+  return std::max<int64_t>(1, kParallelGrain / std::max<int64_t>(1, work_per_item));
 }
 
 // Calls fn.template operator()<T>() for a floating storage type T; integer inputs never pass the

@@ -15,8 +15,6 @@
 namespace kiln::reference {
 namespace {
 
-constexpr int64_t kGrain = 1 << 14;
-
 // How `in` broadcasts to `out` when its dims, less leading ones, equal one block of out's dims with
 // only ones around it: element i of out reads element (i / inner) % count of in. A scalar is a
 // block of 1 over every element, a bias row a block with inner 1, a per-channel scale [C,1,1] of
@@ -70,7 +68,7 @@ void for_each_broadcast(const std::vector<int64_t>& out_dims,
     shortest_run = std::min(shortest_run, block->inner);
   }
   if (same) {
-    parallel_for(n, kGrain, [&](int64_t b, int64_t e) {
+    parallel_for(n, kParallelGrain, [&](int64_t b, int64_t e) {
       std::array<int64_t, N> off;
       for (int64_t i = b; i < e; ++i) {
         off.fill(i);
@@ -86,7 +84,7 @@ void for_each_broadcast(const std::vector<int64_t>& out_dims,
     const int64_t row = one_row ? blocks[full[0] ? 1 : 0].count : 0;
     if (row > 1) {
       const bool first_full = full[0];
-      parallel_for(n, kGrain, [&](int64_t b, int64_t e) {
+      parallel_for(n, kParallelGrain, [&](int64_t b, int64_t e) {
         for (int64_t i = b; i < e;) {
           const int64_t start = i % row, stop = std::min(e - i, row - start) + start;
           if (first_full)
@@ -101,7 +99,7 @@ void for_each_broadcast(const std::vector<int64_t>& out_dims,
   if (kRuns && all_blocks && shortest_run >= 4) {
     // Every operand the output's shape or one block (a scalar, a per-channel value): runs of
     // elements over which each block operand reads one element.
-    parallel_for(n, kGrain, [&](int64_t b, int64_t e) {
+    parallel_for(n, kParallelGrain, [&](int64_t b, int64_t e) {
       std::array<int64_t, N> off{};
       for (int64_t i = b; i < e;) {
         int64_t stop = e;
@@ -129,7 +127,7 @@ void for_each_broadcast(const std::vector<int64_t>& out_dims,
     });
     return;
   }
-  parallel_for(n, kGrain, [&](int64_t b, int64_t e) {
+  parallel_for(n, kParallelGrain, [&](int64_t b, int64_t e) {
     std::vector<BroadcastIndex> idx;
     for (auto* d : in_dims) idx.emplace_back(*d, out_dims);
     for (auto& x : idx) x.seek(b);
@@ -168,7 +166,7 @@ template <class T, class F>
 void map_unary(const KernelContext& ctx, F f) {
   const T* in = ctx.inputs[0].as<T>();
   T* out = ctx.outputs[0].as<T>();
-  parallel_for(ctx.inputs[0].numel(), kGrain, [&](int64_t b, int64_t e) {
+  parallel_for(ctx.inputs[0].numel(), kParallelGrain, [&](int64_t b, int64_t e) {
     for (int64_t i = b; i < e; ++i) out[i] = T(f(compute_t<T>(in[i])));
   });
 }

@@ -13,7 +13,6 @@
 namespace kiln::reference {
 namespace {
 
-constexpr int64_t kGrain = 1 << 14;  // elements read per parallel chunk, at least
 constexpr int64_t kTile = 64;        // innermost kept positions reduced together
 constexpr int64_t kSoftmaxScratch = 1 << 16;  // doubles of exp() a softmax tile may keep
 
@@ -99,7 +98,7 @@ void reduce_each(const ReducePlan& p, const T* in, const R& r) {
   const int64_t K = p.inner_kept, L = p.inner_reduced;
   const int64_t tiles = (K + kTile - 1) / kTile;
   const int64_t per_item = std::max<int64_t>(1, p.count() * std::min(K, kTile));
-  parallel_for(p.groups * tiles, std::max<int64_t>(1, kGrain / per_item), [&](int64_t b, int64_t e) {
+  parallel_for(p.groups * tiles, std::max<int64_t>(1, kParallelGrain / per_item), [&](int64_t b, int64_t e) {
     Odometer kept(p.kept_dims, p.kept_strides), red(p.reduced_dims, p.reduced_strides);
     typename R::Acc acc[kTile];
     for (int64_t item = b; item < e; ++item) {
@@ -293,7 +292,7 @@ void softmax_lines(const KernelContext& ctx, int64_t outer, int64_t n, int64_t i
   const bool log_form = ctx.kind == OpKind::LogSoftmax;
   const int64_t tiles = (inner + kTile - 1) / kTile;
   const int64_t per_item = std::max<int64_t>(1, 3 * n * std::min(inner, kTile));
-  parallel_for(outer * tiles, std::max<int64_t>(1, kGrain / per_item), [&](int64_t b, int64_t e) {
+  parallel_for(outer * tiles, std::max<int64_t>(1, kParallelGrain / per_item), [&](int64_t b, int64_t e) {
     double max[kTile], sum[kTile], log_sum[kTile];
     std::vector<double> exps;  // exp(x - max) kept between passes when the tile is small enough
     for (int64_t item = b; item < e; ++item) {
