@@ -33,4 +33,34 @@ std::unique_ptr<Stream> Backend::create_stream() {
   throw Error("streams are not supported by backend " + name());
 }
 
+void Backend::execute(const OpRun& run) {
+  throw Error("backend " + name() + " runs eager ops as one-node programs (kiln::run_on_backend), not through execute(); op " +
+              std::string(op_name(run.kind)));
+}
+
+EagerExecutor& Backend::eager_executor(const std::function<std::unique_ptr<EagerExecutor>()>& make) {
+  if (EagerExecutor* ready = eager_ready_.load(std::memory_order_acquire)) return *ready;
+  std::lock_guard lock(eager_mutex_);
+  if (!eager_) {
+    eager_ = make();
+    eager_ready_.store(eager_.get(), std::memory_order_release);
+  }
+  return *eager_;
+}
+
+void Backend::sync_eager() {
+  if (EagerExecutor* ready = eager_ready_.load(std::memory_order_acquire)) ready->sync();
+}
+
+EagerStats Backend::eager_stats() const {
+  const EagerExecutor* ready = eager_ready_.load(std::memory_order_acquire);
+  return ready ? ready->stats() : EagerStats{};
+}
+
+void Backend::release_eager_executor() {
+  std::lock_guard lock(eager_mutex_);
+  eager_ready_.store(nullptr, std::memory_order_release);
+  eager_.reset();
+}
+
 }  // namespace kiln

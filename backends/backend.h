@@ -1,6 +1,7 @@
 // The backend interface, small and layered: a Backend is one device (name, capabilities,
-// supports()), owns buffers (alloc, upload, download), runs single ops for eager mode, and
-// optionally compiles programs and runs them on streams (record/replay, timestamps).
+// supports()), owns buffers (alloc, upload, download), and either runs single ops for eager mode
+// on precompiled kernels (execute) or compiles programs and runs them on streams (record/replay,
+// timestamps); a code-generating backend's eager ops are one-node programs it holds the executor of.
 // Optional slots throw kiln::Error("... not supported by backend X") by default.
 #pragma once
 
@@ -8,7 +9,9 @@
 #include <atomic>
 #include <cstddef>
 #include <cstdint>
+#include <functional>
 #include <memory>
+#include <mutex>
 #include <optional>
 #include <span>
 #include <string>
@@ -203,6 +206,28 @@ struct TemplateLaunch {
   std::array<uint32_t, 3> groups{1, 1, 1};
 };
 
+// A backend's choice of template for an op at its sizes, or nothing where the generic lowering
+// runs (Backend::plan_template asks one; tests force a variant with their own).
+using TemplatePlanner = std::function<std::optional<TemplateLaunch>(const OpRun&, const DeviceCaps&)>;
+
+struct EagerStats {
+  size_t ops = 0;
+  size_t launches = 0;
+  size_t template_launches = 0;
+  size_t syncs = 0;  // sync() calls that had launches to wait for
+};
+
+// Runs a code-generating backend's eager ops, queued in order on one stream. core/runtime's
+// EagerPrograms is the one kind (each op a one-node program from compile_graph's stages); the
+// runtime hands it to the backend at the first eager op, so its programs live as long as the backend.
+class EagerExecutor {
+ public:
+  virtual ~EagerExecutor() = default;
+  virtual void run(const OpRun& run) = 0;  // queues the op's launches
+  virtual void sync() = 0;                 // waits for every queued launch; cheap when none is
+  virtual EagerStats stats() const = 0;
+};
+
 class Backend {
  public:
   virtual ~Backend() = default;
@@ -220,16 +245,24 @@ class Backend {
   virtual void upload(Buffer& dst, const void* src, size_t bytes, size_t offset = 0) = 0;
   virtual void download(const Buffer& src, void* dst, size_t bytes, size_t offset = 0) = 0;
 
-  // Eager mode: runs one op now (or queued in order; download waits for it).
-  virtual void execute(const OpRun& run) = 0;
-  // Waits until every op queued by execute() has finished, so work on another stream (a compiled
-  // program) can read its results.
-  virtual void synchronize() {}
-  // Whether execute() generates and compiles kernels itself (GPU backends compile each op's kernel
-  // on its first call). Where it does not, eager ops run precompiled kernels (cpu, ref), and eager
-  // work spanning several ops, a backward pass, runs them node by node too instead of waiting on a
-  // compiler.
+  // Eager mode where the backend runs precompiled kernels (eager_compiles_kernels() false): runs
+  // one op now. Elsewhere eager ops run as one-node programs (core/runtime/eager_programs.h) and
+  // this throws.
+  virtual void execute(const OpRun& run);
+  // Waits until every eager op queued has finished, so work on another stream (a compiled program)
+  // can read its results. By default: waits for the eager executor.
+  virtual void synchronize() { sync_eager(); }
+  // Whether eager ops generate and compile kernels: each op a one-node program compiled by
+  // compile_graph's stages on its first call (GPU backends). Where they do not, eager ops run
+  // precompiled kernels through execute() (cpu, ref), and eager work spanning several ops, a
+  // backward pass, runs them node by node too instead of waiting on a compiler.
   virtual bool eager_compiles_kernels() const { return false; }
+  // The executor of eager ops where eager_compiles_kernels(): `make`'s on the first call, then the
+  // same one for the backend's life.
+  EagerExecutor& eager_executor(const std::function<std::unique_ptr<EagerExecutor>()>& make);
+  // Waits for the eager executor's queued launches (none made yet: returns at once), and its counters.
+  void sync_eager();
+  EagerStats eager_stats() const;
 
   // Optional: a tuned template for this op (shapes from `run`; buffers may be null), or nothing
   // when the generic lowering should run. Compiled programs ask this too; there an input whose
@@ -268,9 +301,15 @@ class Backend {
  protected:
   // The backend's own allocation, behind alloc().
   virtual std::unique_ptr<Buffer> allocate(size_t bytes) = 0;
+  // A backend with an eager executor calls this first in its destructor: the executor's stream
+  // and programs go before the device they run on.
+  void release_eager_executor();
 
  private:
   std::shared_ptr<MemoryCounter> memory_ = std::make_shared<MemoryCounter>();
+  std::mutex eager_mutex_;  // guards making the executor
+  std::unique_ptr<EagerExecutor> eager_;
+  std::atomic<EagerExecutor*> eager_ready_{nullptr};  // eager_, read without the lock
 };
 
 // The registry of devices this build can reach.

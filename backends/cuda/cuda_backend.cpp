@@ -10,7 +10,6 @@
 #include "backends/cuda/cuda_memory.h"
 #include "backends/cuda/cuda_templates.h"
 #include "backends/cuda/nvrtc.h"
-#include "backends/kernel_runner.h"
 #include "backends/template_epilogue.h"
 #include "backends/template_util.h"
 #include "core/support/error.h"
@@ -251,6 +250,7 @@ class CudaBackend : public Backend {
     name_ = name_of(d, ctx_.device());
     caps_ = caps_of(d, ctx_.device());
   }
+  ~CudaBackend() override { release_eager_executor(); }  // its streams and modules, before the context
 
   BackendKind kind() const override { return BackendKind::Cuda; }
   int index() const override { return index_; }
@@ -267,9 +267,7 @@ class CudaBackend : public Backend {
     ctx_.bind();
     ctx_.driver().check(ctx_.driver().cuMemcpyDtoH(dst, as_cuda(src).ptr() + offset, bytes), "cuMemcpyDtoH");
   }
-  void execute(const OpRun& run) override { runner_.run(run); }
   bool eager_compiles_kernels() const override { return true; }
-  void synchronize() override { runner_.sync(); }
   std::optional<TemplateLaunch> plan_template(const OpRun& run) override {
     return plan_cuda_template(run, caps_, sm_);
   }
@@ -310,12 +308,6 @@ class CudaBackend : public Backend {
   std::string arch_, name_;
   int driver_version_ = 0;
   DeviceCaps caps_;
-  // Eager ops take the same templates as compiled programs; sm_ is read at planning time, after
-  // the constructor has set it.
-  KernelRunner runner_{*this,
-                       {.templates = [this](const OpRun& run, const DeviceCaps& caps) {
-                         return plan_cuda_template(run, caps, sm_);
-                       }}};
 };
 
 }  // namespace

@@ -10,7 +10,6 @@
 #include <mutex>
 #include <optional>
 
-#include "backends/kernel_runner.h"
 #include "backends/template_epilogue.h"
 #include "backends/template_util.h"
 #include "backends/vulkan/vulkan_compiler.h"
@@ -82,6 +81,7 @@ class VulkanBackendImpl : public VulkanBackend {
   }
 
   ~VulkanBackendImpl() override {
+    release_eager_executor();  // its queued launches and programs, before the device
     if (device_) {
       device_->wait_idle();
       save_pipeline_cache();
@@ -112,30 +112,27 @@ class VulkanBackendImpl : public VulkanBackend {
       return std::make_unique<VulkanBuffer>(*device_, *allocator_, bytes);
     } catch (const OutOfMemoryError&) {
       // Buffers freed while queued eager launches still read them come back once those finish.
-      runner_.sync();
+      sync_eager();
       return std::make_unique<VulkanBuffer>(*device_, *allocator_, bytes);
     }
   }
   // Eager launches are queued: a transfer touching a buffer they use waits for them first.
   void upload(Buffer& dst, const void* src, size_t bytes, size_t offset) override {
     VulkanBuffer& vb = as_vulkan(dst);
-    if (vb.in_flight()) runner_.sync();
+    if (vb.in_flight()) sync_eager();
     transfer_->upload(vb, src, bytes, offset);
   }
   void download(const Buffer& src, void* dst, size_t bytes, size_t offset) override {
     const VulkanBuffer& vb = as_vulkan(src);
-    if (vb.in_flight()) runner_.sync();
+    if (vb.in_flight()) sync_eager();
     transfer_->download(vb, dst, bytes, offset);
   }
 
-  void execute(const OpRun& run) override { runner_.run(run); }
   bool eager_compiles_kernels() const override { return true; }
-  std::optional<TemplateLaunch> plan_template(const OpRun& run) override {
-    return runner_.plan_template(run);
-  }
+  std::optional<TemplateLaunch> plan_template(const OpRun& run) override { return templates_(run, caps()); }
   // Matmul, conv and pooling templates apply a pointwise chain where they store (template_epilogue.h).
   std::optional<TemplateLaunch> plan_fused_template(const OpRun& run, std::span<const EpilogueStep> epilogue) override {
-    return templates::plan_template_epilogue(run, epilogue, [this](const OpRun& anchor) { return runner_.plan_template(anchor); });
+    return templates::plan_template_epilogue(run, epilogue, [this](const OpRun& anchor) { return plan_template(anchor); });
   }
   bool has_template(OpKind kind) const override {
     return templates::has_row_or_linalg_template(kind) || kind == OpKind::MaxPool || kind == OpKind::AvgPool;
@@ -190,9 +187,6 @@ class VulkanBackendImpl : public VulkanBackend {
     stats.autotune_last = tuned.last;
     return stats;
   }
-  KernelRunnerStats eager_stats() const override { return runner_.stats(); }
-  void eager_sync() override { runner_.sync(); }
-  void synchronize() override { runner_.sync(); }
   void debug_message(const std::string& text) override { instance_.submit_message(text); }
   void simulate_device_loss() override { device_->simulate_loss(); }
   std::string driver_info() const override {
@@ -236,10 +230,8 @@ class VulkanBackendImpl : public VulkanBackend {
   DiskCache disk_ = DiskCache::from_env();
   std::string device_key_;  // set in the constructor, before anything reads it
   MatmulAutotuner autotuner_{*this, disk_, device_key_};
-  // Last: its programs and queued launches go first.
-  KernelRunner runner_{*this,
-                       {.templates =
-                            with_pool_template(with_conv_template(glsl_template_planner({.autotuner = &autotuner_})))}};
+  // The templates eager ops and compiled programs take.
+  TemplatePlanner templates_ = with_pool_template(with_conv_template(glsl_template_planner({.autotuner = &autotuner_})));
 };
 
 }  // namespace

@@ -12,7 +12,6 @@
 #include <vector>
 
 #include "backends/backend.h"
-#include "backends/kernel_runner.h"
 
 namespace kiln {
 
@@ -105,9 +104,6 @@ class VulkanBackend : public Backend {
   virtual MemoryStats memory_stats() const = 0;
   virtual ShaderCompileStats compile_stats() const = 0;
   virtual std::string driver_info() const = 0;
-  // The eager-op runner behind execute(): its counters, and a wait for its queued launches.
-  virtual KernelRunnerStats eager_stats() const = 0;
-  virtual void eager_sync() = 0;
   // Sends a warning through the validation messenger, to prove messages are collected.
   virtual void debug_message(const std::string& text) = 0;
   // Test hook: the next wait for the device reports VK_ERROR_DEVICE_LOST, as a GPU reset or a

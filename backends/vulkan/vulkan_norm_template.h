@@ -7,7 +7,7 @@
 #include <optional>
 #include <string>
 
-#include "backends/kernel_runner.h"
+#include "backends/backend.h"
 
 namespace kiln::vulkan {
 

@@ -6,7 +6,7 @@
 #include <cstdint>
 #include <optional>
 
-#include "backends/kernel_runner.h"
+#include "backends/backend.h"
 
 namespace kiln::vulkan {
 

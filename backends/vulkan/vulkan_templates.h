@@ -9,7 +9,7 @@
 #include <string>
 #include <vector>
 
-#include "backends/kernel_runner.h"
+#include "backends/backend.h"
 #include "core/support/disk_cache.h"
 
 namespace kiln::vulkan {
@@ -84,7 +84,7 @@ std::string insert_row_span(const std::string& shader);
 // The tiles kiln-bench's `tiles` command times, and max-autotune's candidates before the device filter.
 std::vector<MatmulTile> matmul_bench_tiles();
 
-// The planner KernelRunner calls before lowering an op.
+// The planner eager ops and compiled programs ask for an op's template (Backend::plan_template).
 TemplatePlanner glsl_template_planner(const TemplateOptions& options = {});
 
 }  // namespace kiln::vulkan

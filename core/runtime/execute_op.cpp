@@ -2,6 +2,7 @@
 #include "core/runtime/execute_op.h"
 
 #include "core/runtime/checked.h"
+#include "core/runtime/eager_programs.h"
 #include "core/runtime/while_loop.h"
 #include "core/support/error.h"
 
@@ -37,7 +38,7 @@ std::vector<DeviceTensor> run_on_device(OpKind kind, const std::vector<DeviceTen
       outputs.push_back(DeviceTensor::allocate(t, device));
       out_views.push_back({outputs.back().buffer.get(), t.dtype, static_dims(t.shape)});
     }
-    backend.execute(OpRun{kind, attrs, in_views, out_views});
+    run_on_backend(backend, OpRun{kind, attrs, in_views, out_views});
   } catch (const OutOfMemoryError& e) {
     throw OutOfMemoryError(op_error(kind, in_types, where, e.what()));
   } catch (const DeviceLostError& e) {

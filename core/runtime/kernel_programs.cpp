@@ -1,7 +1,10 @@
 // KernelPrograms: compiled programs by source text.
 #include "core/runtime/kernel_programs.h"
 
+#include <cstring>
 #include <set>
+
+#include "core/kernel/emit.h"
 
 namespace kiln {
 
@@ -12,6 +15,30 @@ const Program& KernelPrograms::get(const ProgramSource& source, const CompiledKe
     info_[it->second.get()] = info;
   }
   return *it->second;
+}
+
+namespace {
+
+CompiledKernelInfo info_of(const ProgramStep& step, const std::string& language) {
+  return {step.kernel.kernel.name, language, step.source, step.workgroup_size, false, step.elements_per_invocation,
+          step.invocations_per_element};
+}
+
+}  // namespace
+
+const Program& KernelPrograms::get(const ProgramStep& step, const std::string& language) {
+  return get({step.kernel.kernel.name, language, step.source}, info_of(step, language));
+}
+
+std::array<uint32_t, 3> KernelPrograms::groups(const Program* program, int64_t elements) const {
+  const CompiledKernelInfo& i = info(program);
+  return kernel::launch_groups(elements, i.workgroup_size, i.elements_per_invocation, i.invocations_per_element);
+}
+
+std::vector<uint8_t> push_constant_bytes(const std::vector<int32_t>& params) {
+  std::vector<uint8_t> bytes(params.size() * sizeof(int32_t));
+  if (!params.empty()) std::memcpy(bytes.data(), params.data(), bytes.size());
+  return bytes;
 }
 
 void KernelPrograms::compile_all(const std::vector<std::pair<ProgramSource, CompiledKernelInfo>>& kernels) {
@@ -35,12 +62,8 @@ KernelPrograms compile_kernels(const LoweredProgram& program, Backend& backend) 
   KernelPrograms compiled(backend);
   std::vector<std::pair<ProgramSource, CompiledKernelInfo>> kernels;
   for (const ProgramKernel& pk : program.kernels)
-    for (const ProgramStep& s : pk.steps) {
-      const std::string& name = s.kernel.kernel.name;
-      kernels.push_back({{name, program.language, s.source},
-                         {name, program.language, s.source, s.workgroup_size, false, s.elements_per_invocation,
-                          s.invocations_per_element}});
-    }
+    for (const ProgramStep& s : pk.steps)
+      kernels.push_back({{s.kernel.kernel.name, program.language, s.source}, info_of(s, program.language)});
   compiled.compile_all(kernels);
   return compiled;
 }

@@ -2,6 +2,8 @@
 // launches and bundles need to know of it. Kernels of equal text share one program.
 #pragma once
 
+#include <array>
+#include <cstdint>
 #include <map>
 #include <memory>
 #include <string>
@@ -24,6 +26,11 @@ class KernelPrograms {
   explicit KernelPrograms(Backend& backend) : backend_(&backend) {}
   // The program for `source`, compiled on the first request for that text.
   const Program& get(const ProgramSource& source, const CompiledKernelInfo& info);
+  // A generic step's program (emitted in `language`), compiled on the first request for its source.
+  const Program& get(const ProgramStep& step, const std::string& language);
+  // The workgroups a generic step's `program` needs for `elements` iterations.
+  std::array<uint32_t, 3> groups(const Program* program, int64_t elements) const;
+  size_t size() const { return by_source_.size(); }
   // Compiles every source not compiled yet in one Backend::compile_all call.
   void compile_all(const std::vector<std::pair<ProgramSource, CompiledKernelInfo>>& kernels);
   const CompiledKernelInfo& info(const Program* program) const { return info_.at(program); }
@@ -33,6 +40,9 @@ class KernelPrograms {
   std::map<std::string, std::unique_ptr<Program>> by_source_;
   std::map<const Program*, CompiledKernelInfo> info_;
 };
+
+// A step's parameter values as push-constant bytes.
+std::vector<uint8_t> push_constant_bytes(const std::vector<int32_t>& params);
 
 // Compiles every step's emitted source (emit_program first).
 KernelPrograms compile_kernels(const LoweredProgram& program, Backend& backend);

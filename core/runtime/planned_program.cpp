@@ -14,16 +14,6 @@
 #include "core/support/log.h"
 
 namespace kiln {
-namespace {
-
-std::vector<uint8_t> push_bytes(const std::vector<int32_t>& params) {
-  std::vector<uint8_t> bytes(params.size() * sizeof(int32_t));
-  if (!params.empty()) std::memcpy(bytes.data(), params.data(), bytes.size());
-  return bytes;
-}
-
-}  // namespace
-
 PlannedProgram::~PlannedProgram() {
   if (stream_) stream_->sync();
 }
@@ -60,11 +50,7 @@ PlannedProgram::PlannedProgram(ProgramStages stages, Device device, const Progra
 }
 
 const Program& PlannedProgram::program_for(const ProgramStep& s) {
-  const std::string& name = s.kernel.kernel.name;
-  const char* language = kernel::language_of(target_.dialect);
-  return programs_.get({name, language, s.source},
-                       {name, language, s.source, s.workgroup_size, false, s.elements_per_invocation,
-                        s.invocations_per_element});
+  return programs_.get(s, kernel::language_of(target_.dialect));
 }
 
 // The backend's tuned template for a template_candidate op, with its epilogue, at these sizes (alone,
@@ -170,12 +156,11 @@ PlannedProgram::LaunchPlan PlannedProgram::copy_launch(DType dtype, int64_t elem
   step.elements_per_invocation = emitted.elements_per_invocation;
   step.invocations_per_element = emitted.invocations_per_element;
   const Program* program = &program_for(step);
-  return {program, {}, push_bytes(step.kernel.param_values()), groups_for(program, elements)};
+  return {program, {}, push_constant_bytes(step.kernel.param_values()), groups_for(program, elements)};
 }
 
 std::array<uint32_t, 3> PlannedProgram::groups_for(const Program* program, int64_t elements) const {
-  const CompiledKernelInfo& info = programs_.info(program);
-  return kernel::launch_groups(elements, info.workgroup_size, info.elements_per_invocation, info.invocations_per_element);
+  return programs_.groups(program, elements);
 }
 
 void PlannedProgram::prepare(const std::map<std::string, int64_t>& bindings) {
@@ -210,7 +195,7 @@ void PlannedProgram::prepare(const std::map<std::string, int64_t>& bindings) {
       int64_t elements = s.kernel.elements(bindings);
       if (elements == 0) continue;
       const Program* program = step_programs_[k][i];
-      launches_.push_back({program, s.args, push_bytes(s.kernel.param_values(bindings)),
+      launches_.push_back({program, s.args, push_constant_bytes(s.kernel.param_values(bindings)),
                            groups_for(program, elements), int(k), int(i)});
     }
   }

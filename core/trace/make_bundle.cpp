@@ -199,7 +199,7 @@ Bundle make_bundle(const Graph& graph, const MakeBundleOptions& options) {
     for (const kernel::LoweredOp::Step& step : lowered.steps) {
       int64_t count = step.kernel.elements(hints);
       if (count == 0) continue;
-      if (options.dialect != kernel::Dialect::Cpp)  // as KernelRunner emits eager kernels
+      if (options.dialect != kernel::Dialect::Cpp)  // as eager one-node programs emit GPU kernels
         emit_options.static_params = step.kernel.static_param_values();
       kernel::EmittedKernel emitted = kernel::emit(step.kernel.kernel, emit_options);
       untagged_lines += attribute_body_lines(emitted, n.id);

@@ -16,6 +16,7 @@
 #include "core/frontend/dispatch.h"
 #include "core/kernel/emit.h"
 #include "core/kernel/lower.h"
+#include "core/runtime/eager_programs.h"
 #include "core/support/error.h"
 #include "core/trace/bundle.h"
 #include "kernel/op_cases.h"
@@ -246,7 +247,7 @@ void prebuild(CudaEmulatedBackend& backend, const std::vector<Case>& cases, int 
     } catch (const Error&) {
       continue;  // the case reports it
     }
-    kernel::EmitOptions o;  // as KernelRunner emits for a device that is not the host
+    kernel::EmitOptions o;  // as EagerPrograms emits for a device that is not the host
     o.dialect = kernel::Dialect::Cuda;
     for (const kernel::LoweredOp::Step& s : lowered.steps) {
       if (s.kernel.elements() == 0) continue;
@@ -305,7 +306,7 @@ void check_case(CudaEmulatedBackend& backend, const Case& c, uint64_t seed, bool
     outs.push_back({buffers.back().get(), t.dtype, dims});
   }
   try {
-    backend.execute(OpRun{c.kind, p.attrs, ins, outs});
+    run_on_backend(backend, OpRun{c.kind, p.attrs, ins, outs});
     backend.synchronize();
   } catch (const Error& e) {
     if (std::string(e.what()).find("has no kernel lowering yet") != std::string::npos) {
@@ -365,7 +366,7 @@ TEST_P(CudaEmulatedOps, GeneratedKernelsMatchCpuReference) {
               GetParam(), cases.size(), no_lowering, no_half, st.sources, st.libraries,
               st.compile_seconds, st.launches);
   EXPECT_LT(no_lowering, cases.size());
-  // One batch (two libraries at most): otherwise prebuild() no longer emits what KernelRunner
+  // One batch (two libraries at most): otherwise prebuild() no longer emits what EagerPrograms
   // does, and each kernel paid its own host compile.
   EXPECT_LE(st.libraries, 2u) << "kernels compiled outside the prebuilt batch";
 }
@@ -429,9 +430,9 @@ TEST_P(CudaEmulatedTemplates, TemplatesMatchCpuReference) {
     if (std::string(template_of(c.kind)) == GetParam()) cases.push_back(c);
   prebuild(backend, cases, 70);
   for (size_t i = 0; i < cases.size(); ++i) {
-    const size_t before = backend.runner().stats().template_launches;
+    const size_t before = backend.eager_stats().template_launches;
     EXPECT_TRUE(expect_matches_reference(backend, cases[i], 100 + i));
-    EXPECT_GT(backend.runner().stats().template_launches, before)
+    EXPECT_GT(backend.eager_stats().template_launches, before)
         << cases[i].name << ": the planner took no template, so the generic kernels were checked instead";
   }
   std::printf("%s: %zu cases through %zu template sources\n", GetParam(), cases.size(),
@@ -481,6 +482,7 @@ TEST(CudaEmulatedCompile, FusedKernelsAndTemplatesMatchCpu) {
   Device dev = emulated_device();
   auto& backend = dynamic_cast<CudaEmulatedBackend&>(dev.backend());
   Block cpu_block(Device::cpu()), dev_block(dev);
+  const size_t planned = backend.templates_planned();  // eager ops ask the planner too
   for (Mode mode : {Mode::Default, Mode::ReduceOverhead}) {
     auto fast = compile(block_fn, CompileOptions{.mode = mode});
     for (int64_t batch : {64, 40}) {
@@ -493,7 +495,7 @@ TEST(CudaEmulatedCompile, FusedKernelsAndTemplatesMatchCpu) {
     }
   }
   // fc1 at batch 64 is past the matmul template's size floor.
-  EXPECT_GT(backend.templates_planned(), 0u) << "the planner gave the compiled program no CUDA template";
+  EXPECT_GT(backend.templates_planned(), planned) << "the planner gave the compiled program no CUDA template";
 }
 
 // A small CNN and a self-attention layer: convolution, pooling, normalization, batched matmuls,

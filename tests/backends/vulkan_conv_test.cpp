@@ -54,7 +54,7 @@ AttrMap attrs_of(const ConvCase& c) {
 
 // Runs the conv on `backend` (through `runner` when given), host data in and out; `seconds` gets
 // the best of `reps` timed runs after a warm-up when reps > 0.
-std::vector<float> run_conv(Backend& backend, KernelRunner* runner, const ConvCase& c,
+std::vector<float> run_conv(Backend& backend, EagerPrograms* runner, const ConvCase& c,
                             const std::vector<std::vector<float>>& inputs, int reps = 0,
                             double* seconds = nullptr) {
   std::vector<std::vector<int64_t>> dims = {c.x, c.w};
@@ -67,13 +67,13 @@ class VulkanConv : public testing::VulkanTemplateTest<> {
   void SetUp() override {
     VulkanTemplateTest::SetUp();
     if (IsSkipped() || HasFatalFailure()) return;
-    runner_ = std::make_unique<KernelRunner>(*vk_,
-                                             KernelRunnerOptions{.templates = vulkan::with_conv_template({})});
+    runner_ = std::make_unique<EagerPrograms>(*vk_,
+                                             EagerOptions{.templates = vulkan::with_conv_template({})});
     for (vulkan::ConvTemplateOptions forced : {vulkan::ConvTemplateOptions{.texel = false, .shared = false},
                                                vulkan::ConvTemplateOptions{.texel = true},
                                                vulkan::ConvTemplateOptions{.texel = false, .shared = true}})
-      forced_.push_back(std::make_unique<KernelRunner>(
-          *vk_, KernelRunnerOptions{.templates = vulkan::with_conv_template({}, forced)}));
+      forced_.push_back(std::make_unique<EagerPrograms>(
+          *vk_, EagerOptions{.templates = vulkan::with_conv_template({}, forced)}));
   }
   void TearDown() override {
     runner_.reset();
@@ -93,7 +93,7 @@ class VulkanConv : public testing::VulkanTemplateTest<> {
   void check(const ConvCase& c, uint32_t seed) {
     const auto in = inputs_for(c, seed);
     std::vector<float> want = run_conv(*cpu_, nullptr, c, in);
-    for (KernelRunner* runner : {runner_.get(), forced_[0].get(), forced_[1].get(), forced_[2].get()}) {
+    for (EagerPrograms* runner : {runner_.get(), forced_[0].get(), forced_[1].get(), forced_[2].get()}) {
       const size_t before = runner->stats().template_launches;
       std::vector<float> got = run_conv(*vk_, runner, c, in);
       EXPECT_EQ(runner->stats().template_launches, before + 1) << c.name;
@@ -101,8 +101,8 @@ class VulkanConv : public testing::VulkanTemplateTest<> {
     }
   }
 
-  std::unique_ptr<KernelRunner> runner_;
-  std::vector<std::unique_ptr<KernelRunner>> forced_;  // storage reads, texel reads, shared tiles
+  std::unique_ptr<EagerPrograms> runner_;
+  std::vector<std::unique_ptr<EagerPrograms>> forced_;  // storage reads, texel reads, shared tiles
 };
 
 TEST_F(VulkanConv, ImplicitGemmMatchesCpuOverStridesPadsDilationsGroupsAndBias) {
@@ -280,7 +280,7 @@ TEST_F(VulkanConv, ModelLayerTimings) {
       {"mobilenetv2 1x1 project 960->160 @7", {1, 960, 7, 7}, {160, 960, 1, 1}, true, {1, 1}, {0, 0, 0, 0}, {1, 1}, 1},
   };
   const bool generic = std::getenv("KILN_CONV_BENCH_GENERIC") != nullptr;
-  KernelRunner lowering(*vk_, {});
+  EagerPrograms lowering(*vk_, {.generic_only = true});
   std::printf("%-40s %10s %12s %12s\n", "layer", "cpu ms", "vk tmpl ms", "vk generic ms");
   uint32_t seed = 300;
   for (const ConvCase& c : layers) {

@@ -47,7 +47,7 @@ struct OpCase {
 };
 
 // Runs one op on `backend` (through `runner` when given), host data in and out.
-std::vector<float> run_op(Backend& backend, KernelRunner* runner, const OpCase& c,
+std::vector<float> run_op(Backend& backend, EagerPrograms* runner, const OpCase& c,
                           const std::vector<std::vector<float>>& inputs) {
   std::vector<std::unique_ptr<Buffer>> buffers;
   std::vector<BufferView> views;
@@ -63,7 +63,7 @@ std::vector<float> run_op(Backend& backend, KernelRunner* runner, const OpCase& 
     runner->run(run);
     runner->sync();
   } else {
-    backend.execute(run);
+    run_on_backend(backend, run);
   }
   std::vector<float> result(size_t(numel(c.out)));
   backend.download(*out, result.data(), result.size() * 4);
@@ -126,8 +126,8 @@ class VulkanNorm : public testing::VulkanTemplateTest<::testing::TestWithParam<b
         if (gpu) c.is_cpu = false;
         return vulkan::norm_template_launch(run, c, options);
       };
-      runners_.push_back(std::make_unique<KernelRunner>(*vk_,
-                                                        KernelRunnerOptions{.templates = planner}));
+      runners_.push_back(std::make_unique<EagerPrograms>(*vk_,
+                                                        EagerOptions{.templates = planner}));
     }
   }
   void TearDown() override {
@@ -139,7 +139,7 @@ class VulkanNorm : public testing::VulkanTemplateTest<::testing::TestWithParam<b
   void check(const OpCase& c, const std::vector<std::vector<float>>& in, double atol, double rtol) {
     const std::vector<float> want = run_op(*cpu_, nullptr, c, in);
     for (auto& runner : runners_) {
-      const KernelRunnerStats before = runner->stats();
+      const EagerStats before = runner->stats();
       const std::vector<float> got = run_op(*vk_, runner.get(), c, in);
       EXPECT_EQ(runner->stats().template_launches, before.template_launches + 1) << c.name;
       EXPECT_EQ(runner->stats().launches, before.launches + 1) << c.name << ": one launch";
@@ -147,7 +147,7 @@ class VulkanNorm : public testing::VulkanTemplateTest<::testing::TestWithParam<b
     }
   }
 
-  std::vector<std::unique_ptr<KernelRunner>> runners_;
+  std::vector<std::unique_ptr<EagerPrograms>> runners_;
 };
 
 // exp, the f32 row sum and one division: 1e-4 relative (the cpu reference works in double); an

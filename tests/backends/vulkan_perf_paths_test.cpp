@@ -33,7 +33,7 @@ HostFloats random_tensor(std::vector<int64_t> dims, uint32_t seed) {
 }
 
 // Runs one op on `backend` through `execute` (cpu) or `runner` (Vulkan), host data in and out.
-std::vector<float> run_on(Backend& backend, KernelRunner* runner, OpKind kind, const AttrMap& attrs,
+std::vector<float> run_on(Backend& backend, EagerPrograms* runner, OpKind kind, const AttrMap& attrs,
                           const std::vector<HostFloats>& inputs, const std::vector<int64_t>& out_dims) {
   std::vector<std::unique_ptr<Buffer>> buffers;
   std::vector<BufferView> in_views;
@@ -51,7 +51,7 @@ std::vector<float> run_on(Backend& backend, KernelRunner* runner, OpKind kind, c
     runner->run(run);
     runner->sync();
   } else {
-    backend.execute(run);
+    run_on_backend(backend, run);
   }
   std::vector<float> result(static_cast<size_t>(out_n));
   backend.download(*out, result.data(), result.size() * 4);
@@ -74,9 +74,9 @@ class VulkanPerfPaths : public testing::VulkanTemplateTest<::testing::TestWithPa
     VulkanTemplateTest::SetUp();
     if (IsSkipped() || HasFatalFailure()) return;
     // Every problem, however small, takes the template with the tile under test.
-    runner_ = std::make_unique<KernelRunner>(
+    runner_ = std::make_unique<EagerPrograms>(
         *vk_,
-        KernelRunnerOptions{.templates = vulkan::glsl_template_planner(
+        EagerOptions{.templates = vulkan::glsl_template_planner(
                                 {.matmul_min_flops = 0, .force_tile = true, .tile = GetParam()})});
   }
   void TearDown() override {
@@ -96,7 +96,7 @@ class VulkanPerfPaths : public testing::VulkanTemplateTest<::testing::TestWithPa
     expect_close(got, want, k, what);
   }
 
-  std::unique_ptr<KernelRunner> runner_;
+  std::unique_ptr<EagerPrograms> runner_;
 };
 
 TEST_P(VulkanPerfPaths, MatmulTemplateMatchesCpuOnSizesThatAreNotTileMultiples) {
@@ -217,16 +217,16 @@ TEST(VulkanEager, OpsQueueWithoutWaitingAndFreedBuffersOutliveTheirLaunches) {
   if (enumerate_vulkan_devices(&why).empty()) GTEST_SKIP() << "no Vulkan device: " << why;
   Device vk = Device::parse("vulkan");
   auto& backend = dynamic_cast<vulkan::VulkanBackend&>(vk.backend());
-  backend.eager_sync();
+  backend.sync_eager();
   vulkan::clear_validation_messages();
   std::vector<float> x_host(4096);
   for (size_t i = 0; i < x_host.size(); ++i) x_host[i] = float(i % 97) * 0.01f;
   Tensor x = from_vector(x_host, vk);
-  KernelRunnerStats before = backend.eager_stats();
+  EagerStats before = backend.eager_stats();
   Tensor y = x;
   const int ops = 300;  // more than one command batch (128 launches) to cover the rotation too
   for (int i = 0; i < ops; ++i) y = add(mul(y, 0.5), x);  // each step frees the previous y
-  KernelRunnerStats queued = backend.eager_stats();
+  EagerStats queued = backend.eager_stats();
   EXPECT_EQ(queued.syncs, before.syncs) << "no op may wait for the device";
   EXPECT_GE(queued.launches - before.launches, size_t(2 * ops));
   std::vector<float> got = y.to_vector<float>();

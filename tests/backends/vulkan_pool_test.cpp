@@ -57,7 +57,7 @@ AttrMap attrs_of(const PoolCase& c) {
   return a;
 }
 
-std::vector<float> run_pool(Backend& backend, KernelRunner* runner, const PoolCase& c, const std::vector<float>& input) {
+std::vector<float> run_pool(Backend& backend, EagerPrograms* runner, const PoolCase& c, const std::vector<float>& input) {
   return testing::run_f32_op(backend, runner, c.max ? OpKind::MaxPool : OpKind::AvgPool, attrs_of(c), {input}, {c.x},
                              out_dims(c));
 }
@@ -67,10 +67,10 @@ class VulkanPool : public testing::VulkanTemplateTest<> {
   void SetUp() override {
     VulkanTemplateTest::SetUp();
     if (IsSkipped() || HasFatalFailure()) return;
-    runners_.push_back(std::make_unique<KernelRunner>(*vk_, KernelRunnerOptions{.templates = vulkan::with_pool_template({})}));
+    runners_.push_back(std::make_unique<EagerPrograms>(*vk_, EagerOptions{.templates = vulkan::with_pool_template({})}));
     for (bool texel : {false, true})
-      runners_.push_back(std::make_unique<KernelRunner>(
-          *vk_, KernelRunnerOptions{.templates = vulkan::with_pool_template({}, {.texel = texel})}));
+      runners_.push_back(std::make_unique<EagerPrograms>(
+          *vk_, EagerOptions{.templates = vulkan::with_pool_template({}, {.texel = texel})}));
   }
   void TearDown() override {
     runners_.clear();
@@ -91,7 +91,7 @@ class VulkanPool : public testing::VulkanTemplateTest<> {
     }
   }
 
-  std::vector<std::unique_ptr<KernelRunner>> runners_;  // device's choice, storage reads, texel reads
+  std::vector<std::unique_ptr<EagerPrograms>> runners_;  // device's choice, storage reads, texel reads
 };
 
 TEST_F(VulkanPool, MaxPoolMatchesCpuOverStridesPadsDilationsAndCeilMode) {

@@ -8,6 +8,7 @@
 #include <numeric>
 
 #include "backends/vulkan/vulkan_backend.h"
+#include "core/runtime/eager_programs.h"
 #include "core/support/error.h"
 
 namespace kiln {
@@ -169,7 +170,7 @@ TEST_F(VulkanRuntime, ExecutesAnEagerOpThroughGeneratedKernels) {
   AttrMap attrs;
   std::vector<BufferView> inputs = {{x.get(), DType::F32, {3}}};
   std::vector<BufferView> outputs = {{y.get(), DType::F32, {3}}};
-  backend_->execute(OpRun{OpKind::Neg, attrs, inputs, outputs});
+  run_on_backend(*backend_, OpRun{OpKind::Neg, attrs, inputs, outputs});
   std::vector<float> out(3);
   backend_->download(*y, out.data(), 12);
   EXPECT_EQ(out, (std::vector<float>{-1.5f, 2.0f, -0.0f}));

@@ -11,6 +11,7 @@
 #include <string>
 #include <vector>
 
+#include "core/runtime/eager_programs.h"
 #include "core/support/disk_cache.h"
 #ifdef KILN_HAVE_VULKAN
 #include "backends/vulkan/vulkan_backend.h"
@@ -179,7 +180,7 @@ void expect_matmul_matches_host(vulkan::VulkanBackend& backend, int64_t m, int64
   AttrMap attrs;
   BufferView views[3] = {{da.get(), DType::F32, {m, k}}, {db.get(), DType::F32, {k, n}},
                          {dout.get(), DType::F32, {m, n}}};
-  backend.execute({OpKind::MatMul, attrs, std::span(views, 2), std::span(views + 2, 1), max_autotune});
+  run_on_backend(backend, {OpKind::MatMul, attrs, std::span(views, 2), std::span(views + 2, 1), max_autotune});
   backend.download(*dout, out.data(), out.size() * 4);
   for (int64_t i = 0; i < m; ++i)
     for (int64_t j = 0; j < n; ++j) {

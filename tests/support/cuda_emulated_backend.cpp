@@ -105,9 +105,10 @@ TemplatePlanner planner(int sm) {
 
 CudaEmulatedBackend::CudaEmulatedBackend(CudaEmulatedOptions options)
     : emulator_(options.emulator),
-      runner_(*this, KernelRunnerOptions{planner(options.template_sm), false}) {}
+      templates_(planner(options.template_sm)) {}
 
-CudaEmulatedBackend::~CudaEmulatedBackend() { runner_.sync(); }
+// The eager executor's queued launches and programs go before the emulator that runs them.
+CudaEmulatedBackend::~CudaEmulatedBackend() { release_eager_executor(); }
 
 DeviceCaps CudaEmulatedBackend::caps() const {
   DeviceCaps c;  // a small CUDA GPU: what the device code may assume

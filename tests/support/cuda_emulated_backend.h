@@ -12,7 +12,6 @@
 #include "backends/backend.h"
 #include "backends/template_epilogue.h"
 #include "backends/template_util.h"
-#include "backends/kernel_runner.h"
 #include "support/cuda_host_emulator.h"
 
 namespace kiln::testing {
@@ -38,18 +37,16 @@ class CudaEmulatedBackend : public Backend {
   void upload(Buffer& dst, const void* src, size_t bytes, size_t offset = 0) override;
   void download(const Buffer& src, void* dst, size_t bytes, size_t offset = 0) override;
 
-  void execute(const OpRun& run) override { runner_.run(run); }
   bool eager_compiles_kernels() const override { return true; }
-  void synchronize() override { runner_.sync(); }
   std::optional<TemplateLaunch> plan_template(const OpRun& run) override {
-    std::optional<TemplateLaunch> t = runner_.plan_template(run);
+    std::optional<TemplateLaunch> t = templates_ ? templates_(run, caps()) : std::nullopt;
     if (t) ++templates_planned_;
     return t;
   }
   // As the CUDA backend: matmul and conv templates take their epilogue (template_epilogue.h).
   std::optional<TemplateLaunch> plan_fused_template(const OpRun& run, std::span<const EpilogueStep> epilogue) override {
     std::optional<TemplateLaunch> t =
-        templates::plan_template_epilogue(run, epilogue, [this](const OpRun& anchor) { return runner_.plan_template(anchor); });
+        templates::plan_template_epilogue(run, epilogue, [this](const OpRun& anchor) { return plan_template(anchor); });
     if (t) ++templates_planned_;
     return t;
   }
@@ -57,8 +54,8 @@ class CudaEmulatedBackend : public Backend {
   std::optional<kernel::CodegenTarget> codegen() const override {
     return kernel::CodegenTarget{kernel::Dialect::Cuda};
   }
-  // Templates handed out through plan_template (compiled programs ask there; eager ops count in
-  // runner().stats().template_launches).
+  // Templates handed out through plan_template, to compiled programs and eager ops alike (eager
+  // template launches also count in eager_stats().template_launches).
   size_t templates_planned() const { return templates_planned_; }
 
   // Registers the source with the emulator; it compiles, batched with every other source
@@ -67,11 +64,10 @@ class CudaEmulatedBackend : public Backend {
   std::unique_ptr<Stream> create_stream() override;
 
   CudaHostEmulator& emulator() { return emulator_; }
-  const KernelRunner& runner() const { return runner_; }
 
  private:
   CudaHostEmulator emulator_;
-  KernelRunner runner_;
+  TemplatePlanner templates_;  // empty: generated kernels only
   std::atomic<size_t> templates_planned_{0};
 };
 

@@ -14,7 +14,7 @@
 #include <string>
 #include <vector>
 
-#include "backends/kernel_runner.h"
+#include "core/runtime/eager_programs.h"
 #include "backends/vulkan/vulkan_backend.h"
 
 namespace kiln::testing {
@@ -22,7 +22,7 @@ namespace kiln::testing {
 inline const bool kVulkanValidationRequested = [] { return setenv("KILN_VULKAN_VALIDATION", "1", 0) == 0; }();
 
 // Base for fixtures of template tests (Base: ::testing::Test or a TestWithParam). Subclasses call
-// SetUp() first and return when IsSkipped(); their TearDown() releases their KernelRunners first,
+// SetUp() first and return when IsSkipped(); their TearDown() releases their EagerPrograms first,
 // then calls this one.
 template <class Base = ::testing::Test>
 class VulkanTemplateTest : public Base {
@@ -70,7 +70,7 @@ inline void expect_close_sums(const std::vector<float>& got, const std::vector<f
 // Runs one f32 op on host data: uploads each input (dims[i]), runs the op through `runner` and
 // waits, or without one through the backend's own planner, and downloads its one output. With
 // reps > 0, `seconds` gets the best of that many timed runs after the first.
-inline std::vector<float> run_f32_op(Backend& backend, KernelRunner* runner, OpKind kind, const AttrMap& attrs,
+inline std::vector<float> run_f32_op(Backend& backend, EagerPrograms* runner, OpKind kind, const AttrMap& attrs,
                                      const std::vector<std::vector<float>>& inputs,
                                      const std::vector<std::vector<int64_t>>& dims,
                                      const std::vector<int64_t>& out_dims, int reps = 0, double* seconds = nullptr) {
@@ -89,7 +89,7 @@ inline std::vector<float> run_f32_op(Backend& backend, KernelRunner* runner, OpK
       runner->run(run);
       runner->sync();
     } else {
-      backend.execute(run);
+      run_on_backend(backend, run);
     }
   };
   once();

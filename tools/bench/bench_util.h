@@ -18,14 +18,8 @@ inline double median(std::vector<double> v) {
   return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
 }
 
-// Waits for every queued op on the device (eager Vulkan launches are asynchronous).
-inline void wait_for(const Device& device) {
-#ifdef KILN_HAVE_VULKAN
-  if (auto* vk = dynamic_cast<vulkan::VulkanBackend*>(&device.backend())) vk->eager_sync();
-#else
-  (void)device;
-#endif
-}
+// Waits for every queued op on the device (eager launches of GPU backends are asynchronous).
+inline void wait_for(const Device& device) { device.backend().sync_eager(); }
 
 // "cpu,vulkan" -> {"cpu", "vulkan"}.
 inline std::vector<std::string> split_list(const std::string& list) {

@@ -18,6 +18,7 @@
 #include <sys/resource.h>
 
 #include "core/kiln.h"
+#include "core/runtime/eager_programs.h"
 #include "tools/bench/bench_util.h"
 #ifdef KILN_HAVE_VULKAN
 #include "backends/vulkan/vulkan_backend.h"
@@ -139,7 +140,7 @@ void bench_tiles(const Args& args) {
                            {c.get(), DType::F32, {n, n}}};
     OpRun run{OpKind::MatMul, attrs, std::span(views, 2), std::span(views + 2, 1)};
     {
-      KernelRunner generic(backend);  // no templates: the generic lowering
+      EagerPrograms generic(backend, {.generic_only = true});
       double s = time_median(args.reps, [&] {
         generic.run(run);
         generic.sync();
@@ -148,7 +149,7 @@ void bench_tiles(const Args& args) {
                   (long long)n, s * 1e3, 2.0 * double(n * n) * double(n) / s / 1e9);
     }
     for (const vulkan::MatmulTile& t : tiles) {
-      KernelRunner runner(backend,
+      EagerPrograms runner(backend,
                           {.templates = vulkan::glsl_template_planner(
                                {.matmul_min_flops = 0, .force_tile = true, .tile = t})});
       const Timing time = time_with_cpu(args.reps, [&] {
@@ -207,7 +208,7 @@ void bench_norm(const Args& args) {
     BufferView out{y.get(), DType::F32, c.row_output ? std::vector<int64_t>{rows} : std::vector<int64_t>{rows, n}};
     OpRun run{c.kind, c.attrs, ins, std::span(&out, 1)};
     const size_t out_count = size_t(c.row_output ? rows : rows * n);
-    auto time_runner = [&](KernelRunner& runner, std::vector<float>* result) {
+    auto time_runner = [&](EagerPrograms& runner, std::vector<float>* result) {
       double s = time_median(args.reps, [&] {
         runner.run(run);
         runner.sync();
@@ -216,9 +217,9 @@ void bench_norm(const Args& args) {
       backend.download(*y, result->data(), out_count * 4);
       return s;
     };
-    KernelRunner generic(backend);
-    KernelRunner tmpl(backend, {.templates = vulkan::with_norm_template({})});
-    KernelRunner tree(backend,
+    EagerPrograms generic(backend, {.generic_only = true});
+    EagerPrograms tmpl(backend, {.templates = vulkan::with_norm_template({})});
+    EagerPrograms tree(backend,
                       {.templates = vulkan::with_norm_template({}, {.subgroups = false})});
     std::vector<float> want, got, got_tree;
     const double gen_s = time_runner(generic, &want);
@@ -322,7 +323,7 @@ void bench_elementwise(const Args& args) {
       AttrMap attrs;
       BufferView views[3] = {{x.get(), DType::F32, {n}}, {y.get(), DType::F32, {n}}, {z.get(), DType::F32, {n}}};
       OpRun run{OpKind::Add, attrs, std::span(views, 2), std::span(views + 2, 1)};
-      KernelRunner runner(backend);
+      EagerPrograms runner(backend);
       const Timing t = time_with_cpu(args.reps, [&] {
         runner.run(run);
         runner.sync();

@@ -1,20 +1,21 @@
-// KernelRunner: one op -> (cached) plan of launches -> queued on the stream; sync on demand.
-#include "backends/kernel_runner.h"
+// EagerPrograms: one op -> (cached) one-node program's launches -> queued on the stream.
+#include "core/runtime/eager_programs.h"
 
 #include <algorithm>
-#include <cstring>
 #include <type_traits>
 
+#include "core/ir/graph.h"
 #include "core/ir/text.h"
-#include "core/kernel/lower.h"
+#include "core/runtime/lowered_program.h"
+#include "core/runtime/schedule.h"
 #include "core/support/error.h"
 
 namespace kiln {
 
-struct KernelRunner::Planned {
+struct EagerPrograms::Planned {
   struct Step {
     const Program* program = nullptr;
-    std::vector<int> args;
+    std::vector<int> args;  // slots: the op's inputs, then its outputs, then temp_bytes' buffers
     std::vector<uint8_t> push_constants;
     std::array<uint32_t, 3> groups{1, 1, 1};
     bool is_template = false;
@@ -70,12 +71,24 @@ std::string op_signature(const OpRun& run) {
   return key;
 }
 
+// The op as a graph of one node: its inputs are the graph's inputs, its outputs the graph's outputs.
+Graph one_node_graph(const OpRun& run) {
+  Graph graph;
+  std::vector<Value*> inputs;
+  for (const BufferView& v : run.inputs) inputs.push_back(graph.add_input({v.dtype, make_shape(v.dims)}));
+  std::vector<TensorType> output_types;
+  for (const BufferView& v : run.outputs) output_types.push_back({v.dtype, make_shape(v.dims)});
+  Node* node = graph.add_node_typed(run.kind, inputs, run.attrs, output_types, {});
+  graph.set_outputs(node->outputs);
+  return graph;
+}
+
 }  // namespace
 
-KernelRunner::KernelRunner(Backend& backend, KernelRunnerOptions options)
-    : backend_(backend), options_(std::move(options)) {}
+EagerPrograms::EagerPrograms(Backend& backend, EagerOptions options)
+    : backend_(backend), options_(std::move(options)), programs_(backend) {}
 
-KernelRunner::~KernelRunner() {
+EagerPrograms::~EagerPrograms() {
   // The stream goes before the programs its launches use. Its destructor waits for the launches
   // submitted and drops those still queued rather than running them: nothing can read their
   // results any more, and at exit the driver may have torn down what running them needs (lavapipe
@@ -83,20 +96,20 @@ KernelRunner::~KernelRunner() {
   stream_.reset();
 }
 
-size_t KernelRunner::programs_compiled() const {
+size_t EagerPrograms::programs_compiled() const {
   std::lock_guard lock(mutex_);
   return programs_.size();
 }
 
-KernelRunnerStats KernelRunner::stats() const {
+EagerStats EagerPrograms::stats() const {
   std::lock_guard lock(mutex_);
   return stats_;
 }
 
-Stream& KernelRunner::stream() {
+Stream& EagerPrograms::stream() {
   if (!stream_) {
     std::optional<kernel::CodegenTarget> target = backend_.codegen();
-    if (!target) throw Error("KernelRunner: backend '" + backend_.name() + "' declares no code generation target");
+    if (!target) throw Error("eager programs: backend '" + backend_.name() + "' declares no code generation target");
     stream_ = backend_.create_stream();
     caps_ = backend_.caps();
     target_ = *target;
@@ -104,65 +117,71 @@ Stream& KernelRunner::stream() {
   return *stream_;
 }
 
-const Program& KernelRunner::program_for(const std::string& name, const std::string& source,
-                                         const std::string& language) {
-  auto it = programs_.find(source);
-  if (it != programs_.end()) return *it->second;
-  ProgramSource program_source{name, language, source};
-  auto program = backend_.compile(program_source);
-  const Program& ref = *program;
-  programs_.emplace(source, std::move(program));
-  return ref;
-}
-
-const KernelRunner::Planned& KernelRunner::plan(const OpRun& run) {
+// compile_graph's stages after the graph passes, on the op alone: the schedule, then the template
+// it may take, else its kernel IR, emitted and compiled.
+const EagerPrograms::Planned& EagerPrograms::plan(const OpRun& run) {
   std::string key = op_signature(run);
   auto found = plans_.find(key);
   if (found != plans_.end()) return *found->second;
 
   auto planned = std::make_unique<Planned>();
+  const Graph graph = one_node_graph(run);
+  const KernelSchedule schedule = schedule_kernels(graph, backend_, /*fuse=*/false, run.max_autotune);
+  const bool template_candidate =
+      !options_.generic_only && schedule.kernels.size() == 1 && schedule.kernels[0].template_candidate;
   std::optional<TemplateLaunch> chosen;
-  if (options_.templates) chosen = options_.templates(run, caps_);
+  if (template_candidate) chosen = options_.templates ? options_.templates(run, caps_) : backend_.plan_template(run);
   if (chosen) {
     Planned::Step step;
-    step.program = &program_for(chosen->name, chosen->source, chosen->language);
+    step.program = &programs_.get({chosen->name, chosen->language, chosen->source},
+                                  {chosen->name, chosen->language, chosen->source, 0, true});
     step.args = chosen->args;
     step.push_constants = std::move(chosen->push_constants);
     step.groups = chosen->groups;
     step.is_template = true;
     planned->steps.push_back(std::move(step));
   } else {
-    std::vector<TensorType> in_types, out_types;
-    for (const BufferView& v : run.inputs) in_types.push_back({v.dtype, make_shape(v.dims)});
-    for (const BufferView& v : run.outputs) out_types.push_back({v.dtype, make_shape(v.dims)});
-    kernel::LoweredOp lowered = kernel::lower_op(run.kind, run.attrs, in_types, out_types);
-    for (const TensorType& t : lowered.temps)
-      planned->temp_bytes.push_back(
-          std::max<size_t>(size_t(numel(t.shape).value()) * dtype_size(t.dtype), 4));
-    kernel::EmitOptions emit_options = kernel::emit_options_for(target_);
-    for (const kernel::LoweredOp::Step& s : lowered.steps) {
-      int64_t elements = s.kernel.elements();
-      if (elements == 0) continue;
-      if (target_.dialect != kernel::Dialect::Cpp)  // C++ would print them: one source per shape
-        emit_options.static_params = s.kernel.static_param_values();
-      kernel::EmittedKernel emitted = kernel::emit(s.kernel.kernel, emit_options);
-      Planned::Step step;
-      step.program = &program_for(s.kernel.kernel.name, emitted.source, kernel::language_of(target_.dialect));
-      step.args = s.args;
-      std::vector<int32_t> params = s.kernel.param_values();
-      step.push_constants.resize(params.size() * sizeof(int32_t));
-      if (!params.empty())
-        std::memcpy(step.push_constants.data(), params.data(), step.push_constants.size());
-      step.groups = kernel::launch_groups(emitted, elements);
-      planned->steps.push_back(std::move(step));
+    LoweredProgram program = lower_schedule(graph, schedule);
+    emit_program(program, target_);
+    // Value numbers to the run's slots: the op's inputs, its outputs, then scratch made per run.
+    const size_t num_inputs = run.inputs.size(), num_outputs = run.outputs.size();
+    std::vector<int> slot(program.values.size(), -1);
+    for (size_t v = 0; v < program.values.size(); ++v) {
+      const ProgramValue& value = program.values[v];
+      if (value.alias_of >= 0) continue;
+      if (value.storage == ValueStorage::Input) slot[v] = value.index;
+      else if (value.storage == ValueStorage::Output) slot[v] = int(num_inputs) + value.index;
+      else if (value.storage == ValueStorage::Arena) {
+        slot[v] = int(num_inputs + num_outputs + planned->temp_bytes.size());
+        planned->temp_bytes.push_back(
+            std::max<size_t>(size_t(numel(value.type.shape).value()) * dtype_size(value.type.dtype), 4));
+      }
     }
+    for (size_t v = 0; v < program.values.size(); ++v)
+      if (program.values[v].alias_of >= 0) slot[v] = slot[size_t(storage_value(program.values, int(v)))];
+    for (const ProgramKernel& pk : program.kernels)
+      for (const ProgramStep& s : pk.steps) {
+        const int64_t elements = s.kernel.elements();
+        if (elements == 0) continue;
+        Planned::Step step;
+        step.program = &programs_.get(s, program.language);
+        for (int v : s.args) {
+          if (slot.at(size_t(v)) < 0)
+            throw Error("eager programs: internal error: " + std::string(op_name(run.kind)) +
+                        "'s kernel binds a value that is neither an operand nor scratch");
+          step.args.push_back(slot[size_t(v)]);
+        }
+        step.push_constants = push_constant_bytes(s.kernel.param_values());
+        step.groups = programs_.groups(step.program, elements);
+        planned->steps.push_back(std::move(step));
+      }
   }
   // Eager programs see a handful of shapes each; the cap only guards against unbounded growth.
   if (plans_.size() > 4096) plans_.clear();
   return *plans_.emplace(std::move(key), std::move(planned)).first->second;
 }
 
-void KernelRunner::run(const OpRun& run) {
+void EagerPrograms::run(const OpRun& run) {
   // Constants need no kernel: their bytes go straight to the output (a fresh buffer, so no
   // queued launch can be using it).
   if (run.kind == OpKind::Constant) {
@@ -177,6 +196,7 @@ void KernelRunner::run(const OpRun& run) {
   if (planned.steps.empty()) return;
 
   std::vector<Buffer*> args;
+  args.reserve(run.inputs.size() + run.outputs.size() + planned.temp_bytes.size());
   for (const BufferView& v : run.inputs) args.push_back(v.buffer);
   for (const BufferView& v : run.outputs) args.push_back(v.buffer);
   // Temps die at the end of this call; the stream keeps their memory until its launches finish.
@@ -204,12 +224,17 @@ void KernelRunner::run(const OpRun& run) {
   }
 }
 
-void KernelRunner::sync() {
+void EagerPrograms::sync() {
   std::lock_guard lock(mutex_);
   if (!pending_ || !stream_) return;
   stream_->sync();
   pending_ = false;
   ++stats_.syncs;
+}
+
+void run_on_backend(Backend& backend, const OpRun& run) {
+  if (!backend.eager_compiles_kernels()) return backend.execute(run);
+  backend.eager_executor([&backend] { return std::make_unique<EagerPrograms>(backend); }).run(run);
 }
 
 }  // namespace kiln
