@@ -13,7 +13,7 @@
 namespace kiln {
 
 struct EagerPrograms::Planned {
-  struct Step {
+  struct OpLaunch {
     const Program* program = nullptr;
     std::vector<int> args;  // slots: the op's inputs, then its outputs, then temp_bytes' buffers
     std::vector<uint8_t> push_constants;
@@ -21,7 +21,7 @@ struct EagerPrograms::Planned {
     bool is_template = false;
   };
   std::vector<size_t> temp_bytes;
-  std::vector<Step> steps;
+  std::vector<OpLaunch> launches;
 };
 
 namespace {
@@ -132,14 +132,14 @@ const EagerPrograms::Planned& EagerPrograms::plan(const OpRun& run) {
   std::optional<TemplateLaunch> chosen;
   if (template_candidate) chosen = options_.templates ? options_.templates(run, caps_) : backend_.plan_template(run);
   if (chosen) {
-    Planned::Step step;
-    step.program = &programs_.get({chosen->name, chosen->language, chosen->source},
-                                  {chosen->name, chosen->language, chosen->source, 0, true});
-    step.args = chosen->args;
-    step.push_constants = std::move(chosen->push_constants);
-    step.groups = chosen->groups;
-    step.is_template = true;
-    planned->steps.push_back(std::move(step));
+    Planned::OpLaunch op_launch;
+    op_launch.program = &programs_.get({chosen->name, chosen->language, chosen->source},
+                                       {chosen->name, chosen->language, chosen->source, 0, true});
+    op_launch.args = chosen->args;
+    op_launch.push_constants = std::move(chosen->push_constants);
+    op_launch.groups = chosen->groups;
+    op_launch.is_template = true;
+    planned->launches.push_back(std::move(op_launch));
   } else {
     LoweredProgram program = lower_schedule(graph, schedule);
     emit_program(program, target_);
@@ -163,17 +163,17 @@ const EagerPrograms::Planned& EagerPrograms::plan(const OpRun& run) {
       for (const ProgramStep& s : pk.steps) {
         const int64_t elements = s.kernel.elements();
         if (elements == 0) continue;
-        Planned::Step step;
-        step.program = &programs_.get(s, program.language);
+        Planned::OpLaunch op_launch;
+        op_launch.program = &programs_.get(s, program.language);
         for (int v : s.args) {
           if (slot.at(size_t(v)) < 0)
             throw Error("eager programs: internal error: " + std::string(op_name(run.kind)) +
                         "'s kernel binds a value that is neither an operand nor scratch");
-          step.args.push_back(slot[size_t(v)]);
+          op_launch.args.push_back(slot[size_t(v)]);
         }
-        step.push_constants = push_constant_bytes(s.kernel.param_values());
-        step.groups = programs_.groups(step.program, elements);
-        planned->steps.push_back(std::move(step));
+        op_launch.push_constants = push_constant_bytes(s.kernel.param_values());
+        op_launch.groups = programs_.groups(op_launch.program, elements);
+        planned->launches.push_back(std::move(op_launch));
       }
   }
   // Eager programs see a handful of shapes each; the cap only guards against unbounded growth.
@@ -193,7 +193,7 @@ void EagerPrograms::run(const OpRun& run) {
   Stream& s = stream();
   const Planned& planned = plan(run);
   ++stats_.ops;
-  if (planned.steps.empty()) return;
+  if (planned.launches.empty()) return;
 
   std::vector<Buffer*> args;
   args.reserve(run.inputs.size() + run.outputs.size() + planned.temp_bytes.size());
@@ -206,15 +206,15 @@ void EagerPrograms::run(const OpRun& run) {
     args.push_back(temps.back().get());
   }
   Launch launch;
-  for (const Planned::Step& step : planned.steps) {
-    launch.program = step.program;
+  for (const Planned::OpLaunch& op_launch : planned.launches) {
+    launch.program = op_launch.program;
     launch.buffers.clear();
-    for (int a : step.args) launch.buffers.push_back(args.at(size_t(a)));
-    launch.push_constants = step.push_constants;
-    launch.groups = step.groups;
+    for (int a : op_launch.args) launch.buffers.push_back(args.at(size_t(a)));
+    launch.push_constants = op_launch.push_constants;
+    launch.groups = op_launch.groups;
     s.launch(launch);
     ++stats_.launches;
-    if (step.is_template) ++stats_.template_launches;
+    if (op_launch.is_template) ++stats_.template_launches;
   }
   pending_ = true;
   if (options_.synchronous) {
