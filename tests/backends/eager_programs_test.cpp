@@ -3,7 +3,6 @@
 // scratch, checked against the reference backend.
 #include <gtest/gtest.h>
 
-#include <cmath>
 #include <string>
 #include <vector>
 

@@ -67,8 +67,7 @@ class VulkanConv : public testing::VulkanTemplateTest<> {
   void SetUp() override {
     VulkanTemplateTest::SetUp();
     if (IsSkipped() || HasFatalFailure()) return;
-    runner_ = std::make_unique<EagerPrograms>(*vk_,
-                                             EagerOptions{.templates = vulkan::with_conv_template({})});
+    runner_ = std::make_unique<EagerPrograms>(*vk_, EagerOptions{.templates = vulkan::with_conv_template({})});
     for (vulkan::ConvTemplateOptions forced : {vulkan::ConvTemplateOptions{.texel = false, .shared = false},
                                                vulkan::ConvTemplateOptions{.texel = true},
                                                vulkan::ConvTemplateOptions{.texel = false, .shared = true}})

@@ -126,8 +126,7 @@ class VulkanNorm : public testing::VulkanTemplateTest<::testing::TestWithParam<b
         if (gpu) c.is_cpu = false;
         return vulkan::norm_template_launch(run, c, options);
       };
-      runners_.push_back(std::make_unique<EagerPrograms>(*vk_,
-                                                        EagerOptions{.templates = planner}));
+      runners_.push_back(std::make_unique<EagerPrograms>(*vk_, EagerOptions{.templates = planner}));
     }
   }
   void TearDown() override {

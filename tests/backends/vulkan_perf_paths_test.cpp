@@ -77,7 +77,7 @@ class VulkanPerfPaths : public testing::VulkanTemplateTest<::testing::TestWithPa
     runner_ = std::make_unique<EagerPrograms>(
         *vk_,
         EagerOptions{.templates = vulkan::glsl_template_planner(
-                                {.matmul_min_flops = 0, .force_tile = true, .tile = GetParam()})});
+                         {.matmul_min_flops = 0, .force_tile = true, .tile = GetParam()})});
   }
   void TearDown() override {
     runner_.reset();
