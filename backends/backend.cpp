@@ -19,13 +19,13 @@ std::unique_ptr<Buffer> Backend::alloc(size_t bytes) {
   return buffer;
 }
 
-std::unique_ptr<Program> Backend::compile(const ProgramSource& source) {
+std::unique_ptr<CompiledKernel> Backend::compile(const KernelSource& source) {
   throw Error("compiling " + source.language + " programs is not supported by backend " + name());
 }
 
-std::vector<std::unique_ptr<Program>> Backend::compile_all(const std::vector<ProgramSource>& sources) {
-  std::vector<std::unique_ptr<Program>> programs;
-  for (const ProgramSource& s : sources) programs.push_back(compile(s));
+std::vector<std::unique_ptr<CompiledKernel>> Backend::compile_all(const std::vector<KernelSource>& sources) {
+  std::vector<std::unique_ptr<CompiledKernel>> programs;
+  for (const KernelSource& s : sources) programs.push_back(compile(s));
   return programs;
 }
 

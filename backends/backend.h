@@ -151,19 +151,22 @@ struct EpilogueStep {
   bool operand_first = false;
 };
 
-struct ProgramSource {
+// One kernel's source in a backend's language, for Backend::compile.
+struct KernelSource {
   std::string name;
   std::string language;  // "glsl", "cuda"
   std::string text;
 };
 
-class Program {
+// What Backend::compile makes of a KernelSource, ready to launch: a Vulkan pipeline, a CUDA
+// function, a loaded C++ function. (A whole compiled graph is a DeviceProgram, core/runtime.)
+class CompiledKernel {
  public:
-  virtual ~Program() = default;
+  virtual ~CompiledKernel() = default;
 };
 
 struct Launch {
-  const Program* program = nullptr;
+  const CompiledKernel* program = nullptr;
   std::vector<Buffer*> buffers;
   // Byte offset of each binding into its buffer (empty: all 0), so kernels can address ranges of one
   // arena. Multiples of 256, which satisfies every Vulkan device's minStorageBufferOffsetAlignment.
@@ -289,14 +292,14 @@ class Backend {
   // and weight gradients), runs faster in compiled programs as itself than as its expansion. The
   // expand-ops pass expands those it declines.
   virtual bool runs_unexpanded(const OpRun&) { return false; }
-  virtual std::unique_ptr<Program> compile(const ProgramSource& source);
+  virtual std::unique_ptr<CompiledKernel> compile(const KernelSource& source);
   // Every kernel of one program at once, in order: a backend whose compiler is a process (cpu)
   // builds them as a few translation units instead of one per kernel. Defaults to compile() each.
-  virtual std::vector<std::unique_ptr<Program>> compile_all(const std::vector<ProgramSource>& sources);
+  virtual std::vector<std::unique_ptr<CompiledKernel>> compile_all(const std::vector<KernelSource>& sources);
   virtual std::unique_ptr<Stream> create_stream();
   // Optional: what `source` compiles to, as text (SPIR-V assembly on Vulkan), for debug bundles;
   // empty where the backend has no such listing.
-  virtual std::string disassemble(const ProgramSource&) { return {}; }
+  virtual std::string disassemble(const KernelSource&) { return {}; }
 
  protected:
   // The backend's own allocation, behind alloc().

@@ -136,7 +136,7 @@ class CpuBackend : public reference::HostBackend {
     return launch_of(op, run);
   }
 
-  std::unique_ptr<Program> compile(const ProgramSource& source) override {
+  std::unique_ptr<CompiledKernel> compile(const KernelSource& source) override {
     if (source.language == "cpp") return std::make_unique<GeneratedProgram>(batcher_, source.name, source.text);
     if (source.language == "host") {
       std::lock_guard lock(host_ops_mutex_);
@@ -146,9 +146,9 @@ class CpuBackend : public reference::HostBackend {
     throw Error("cpu: cannot compile '" + source.name + "' written in '" + source.language +
                 "'; the cpu backend takes C++ (cpp) kernels");
   }
-  std::vector<std::unique_ptr<Program>> compile_all(const std::vector<ProgramSource>& sources) override {
-    std::vector<std::unique_ptr<Program>> programs;
-    for (const ProgramSource& s : sources) programs.push_back(compile(s));
+  std::vector<std::unique_ptr<CompiledKernel>> compile_all(const std::vector<KernelSource>& sources) override {
+    std::vector<std::unique_ptr<CompiledKernel>> programs;
+    for (const KernelSource& s : sources) programs.push_back(compile(s));
     batcher_.flush();
     return programs;
   }

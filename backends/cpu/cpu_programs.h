@@ -22,7 +22,7 @@ using KernelFn = void (*)(void* const* buffers, const int* params, long begin, l
 
 class KernelBatcher;
 
-class GeneratedProgram : public Program {
+class GeneratedProgram : public CompiledKernel {
  public:
   GeneratedProgram(KernelBatcher& batcher, std::string name, std::string source);
   ~GeneratedProgram() override;
@@ -83,7 +83,7 @@ struct HostOp {
   std::string text() const;
 };
 
-class HostOpProgram : public Program {
+class HostOpProgram : public CompiledKernel {
  public:
   explicit HostOpProgram(HostOp op);
   const HostOp& op() const { return op_; }

@@ -60,7 +60,7 @@ class CudaBuffer : public Buffer {
   CUdeviceptr ptr_ = 0;
 };
 
-class CudaProgram : public Program {
+class CudaProgram : public CompiledKernel {
  public:
   CudaProgram(const Context& ctx, const std::string& ptx, const std::string& entry, unsigned block,
               std::string name)
@@ -281,7 +281,7 @@ class CudaBackend : public Backend {
     return kernel::CodegenTarget{kernel::Dialect::Cuda};
   }
 
-  std::unique_ptr<Program> compile(const ProgramSource& source) override {
+  std::unique_ptr<CompiledKernel> compile(const KernelSource& source) override {
     if (source.language != "cuda")
       throw Error("cuda: cannot compile '" + source.name + "' written in '" + source.language + "'");
     std::string entry;

@@ -13,7 +13,7 @@ class NullBuffer : public Buffer {
   using Buffer::Buffer;
 };
 
-class NullProgram : public Program {};
+class NullProgram : public CompiledKernel {};
 
 class NullStream : public Stream {
  public:
@@ -50,7 +50,7 @@ class NullBackend : public Backend {
   void execute(const OpRun&) override {}
   // Compiled graphs are planned as for a GPU (GLSL), so planner and schedule tests run anywhere.
   std::optional<kernel::CodegenTarget> codegen() const override { return kernel::CodegenTarget{}; }
-  std::unique_ptr<Program> compile(const ProgramSource&) override {
+  std::unique_ptr<CompiledKernel> compile(const KernelSource&) override {
     return std::make_unique<NullProgram>();
   }
   std::unique_ptr<Stream> create_stream() override { return std::make_unique<NullStream>(); }

@@ -153,7 +153,7 @@ class VulkanBackendImpl : public VulkanBackend {
     return target;
   }
 
-  std::unique_ptr<Program> compile(const ProgramSource& source) override {
+  std::unique_ptr<CompiledKernel> compile(const KernelSource& source) override {
     if (source.language != "glsl")
       throw Error("vulkan: cannot compile '" + source.name + "' written in '" + source.language +
                   "'; the Vulkan backend takes GLSL");
@@ -163,7 +163,7 @@ class VulkanBackendImpl : public VulkanBackend {
   }
 
   // The optimized module the pipeline was built from (an in-memory cache hit after compile()).
-  std::string disassemble(const ProgramSource& source) override {
+  std::string disassemble(const KernelSource& source) override {
     if (source.language != "glsl") return {};
     return disassemble_spirv(compiler_->compile_glsl(source.name, source.text).words);
   }

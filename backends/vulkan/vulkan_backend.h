@@ -44,7 +44,7 @@ struct ProgramLayout {
   std::vector<uint32_t> texel_format;     // per binding: the VkFormat of a texel buffer's view
 };
 
-class VulkanProgram : public Program {
+class VulkanProgram : public CompiledKernel {
  public:
   virtual const std::string& name() const = 0;
   virtual const ProgramLayout& layout() const = 0;

@@ -219,7 +219,7 @@ MatmulTile MatmulAutotuner::choose(
   for (const MatmulTile& t : candidates) {
     std::optional<TemplateLaunch> launch = launch_for(t);
     if (!launch || !timed.insert(launch->source).second) continue;
-    std::unique_ptr<Program> program = backend_.compile({launch->name, "glsl", launch->source});
+    std::unique_ptr<CompiledKernel> program = backend_.compile({launch->name, "glsl", launch->source});
     Launch l{program.get(), buffers, {}, launch->push_constants, launch->groups};
     stream->launch(l);  // warm-up: first-run costs (pipeline creation, page faults) are not the tile's
     stream->sync();

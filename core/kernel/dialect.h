@@ -7,7 +7,7 @@ namespace kiln::kernel {
 
 // Cpp: C++ for the host CPU (backends/cpu), one loop over a range of the iteration space.
 enum class Dialect { Glsl, Cuda, Cpp };
-// The ProgramSource language a dialect's text is written in: "glsl", "cuda" or "cpp".
+// The KernelSource language a dialect's text is written in: "glsl", "cuda" or "cpp".
 inline const char* language_of(Dialect d) {
   return d == Dialect::Cuda ? "cuda" : d == Dialect::Cpp ? "cpp" : "glsl";
 }

@@ -14,7 +14,7 @@ namespace kiln {
 
 struct EagerPrograms::Planned {
   struct OpLaunch {
-    const Program* program = nullptr;
+    const CompiledKernel* program = nullptr;
     std::vector<int> args;  // slots: the op's inputs, then its outputs, then temp_bytes' buffers
     std::vector<uint8_t> push_constants;
     std::array<uint32_t, 3> groups{1, 1, 1};

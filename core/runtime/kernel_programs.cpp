@@ -8,7 +8,7 @@
 
 namespace kiln {
 
-const Program& KernelPrograms::get(const ProgramSource& source, const CompiledKernelInfo& info) {
+const CompiledKernel& KernelPrograms::get(const KernelSource& source, const CompiledKernelInfo& info) {
   auto it = by_source_.find(source.text);
   if (it == by_source_.end()) {
     it = by_source_.emplace(source.text, backend_->compile(source)).first;
@@ -26,11 +26,11 @@ CompiledKernelInfo info_of(const ProgramStep& step, const std::string& language)
 
 }  // namespace
 
-const Program& KernelPrograms::get(const ProgramStep& step, const std::string& language) {
+const CompiledKernel& KernelPrograms::get(const ProgramStep& step, const std::string& language) {
   return get({step.kernel.kernel.name, language, step.source}, info_of(step, language));
 }
 
-std::array<uint32_t, 3> KernelPrograms::groups(const Program* program, int64_t elements) const {
+std::array<uint32_t, 3> KernelPrograms::groups(const CompiledKernel* program, int64_t elements) const {
   const CompiledKernelInfo& i = info(program);
   return kernel::launch_groups(elements, i.workgroup_size, i.elements_per_invocation, i.invocations_per_element);
 }
@@ -41,8 +41,8 @@ std::vector<uint8_t> push_constant_bytes(const std::vector<int32_t>& params) {
   return bytes;
 }
 
-void KernelPrograms::compile_all(const std::vector<std::pair<ProgramSource, CompiledKernelInfo>>& kernels) {
-  std::vector<ProgramSource> sources;
+void KernelPrograms::compile_all(const std::vector<std::pair<KernelSource, CompiledKernelInfo>>& kernels) {
+  std::vector<KernelSource> sources;
   std::vector<const CompiledKernelInfo*> infos;
   std::set<std::string> batched;
   for (const auto& [source, info] : kernels)
@@ -51,7 +51,7 @@ void KernelPrograms::compile_all(const std::vector<std::pair<ProgramSource, Comp
       infos.push_back(&info);
     }
   if (sources.empty()) return;
-  std::vector<std::unique_ptr<Program>> programs = backend_->compile_all(sources);
+  std::vector<std::unique_ptr<CompiledKernel>> programs = backend_->compile_all(sources);
   for (size_t i = 0; i < sources.size(); ++i) {
     info_[programs[i].get()] = *infos[i];
     by_source_.emplace(sources[i].text, std::move(programs[i]));
@@ -60,7 +60,7 @@ void KernelPrograms::compile_all(const std::vector<std::pair<ProgramSource, Comp
 
 KernelPrograms compile_kernels(const LoweredProgram& program, Backend& backend) {
   KernelPrograms compiled(backend);
-  std::vector<std::pair<ProgramSource, CompiledKernelInfo>> kernels;
+  std::vector<std::pair<KernelSource, CompiledKernelInfo>> kernels;
   for (const ProgramKernel& pk : program.kernels)
     for (const ProgramStep& s : pk.steps)
       kernels.push_back({{s.kernel.kernel.name, program.language, s.source}, info_of(s, program.language)});

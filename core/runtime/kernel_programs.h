@@ -25,20 +25,20 @@ class KernelPrograms {
  public:
   explicit KernelPrograms(Backend& backend) : backend_(&backend) {}
   // The program for `source`, compiled on the first request for that text.
-  const Program& get(const ProgramSource& source, const CompiledKernelInfo& info);
+  const CompiledKernel& get(const KernelSource& source, const CompiledKernelInfo& info);
   // A generic step's program (emitted in `language`), compiled on the first request for its source.
-  const Program& get(const ProgramStep& step, const std::string& language);
+  const CompiledKernel& get(const ProgramStep& step, const std::string& language);
   // The workgroups a generic step's `program` needs for `elements` iterations.
-  std::array<uint32_t, 3> groups(const Program* program, int64_t elements) const;
+  std::array<uint32_t, 3> groups(const CompiledKernel* program, int64_t elements) const;
   size_t size() const { return by_source_.size(); }
   // Compiles every source not compiled yet in one Backend::compile_all call.
-  void compile_all(const std::vector<std::pair<ProgramSource, CompiledKernelInfo>>& kernels);
-  const CompiledKernelInfo& info(const Program* program) const { return info_.at(program); }
+  void compile_all(const std::vector<std::pair<KernelSource, CompiledKernelInfo>>& kernels);
+  const CompiledKernelInfo& info(const CompiledKernel* program) const { return info_.at(program); }
 
  private:
   Backend* backend_;
-  std::map<std::string, std::unique_ptr<Program>> by_source_;
-  std::map<const Program*, CompiledKernelInfo> info_;
+  std::map<std::string, std::unique_ptr<CompiledKernel>> by_source_;
+  std::map<const CompiledKernel*, CompiledKernelInfo> info_;
 };
 
 // A step's parameter values as push-constant bytes.

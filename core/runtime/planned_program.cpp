@@ -49,7 +49,7 @@ PlannedProgram::PlannedProgram(ProgramStages stages, Device device, const Progra
   use_plan(std::move(stages.memory));
 }
 
-const Program& PlannedProgram::program_for(const ProgramStep& s) {
+const CompiledKernel& PlannedProgram::program_for(const ProgramStep& s) {
   return programs_.get(s, kernel::language_of(target_.dialect));
 }
 
@@ -85,7 +85,7 @@ std::optional<PlannedProgram::LaunchPlan> PlannedProgram::template_launch(
   std::optional<TemplateLaunch> t =
       epilogue.empty() ? backend_.plan_template(run) : backend_.plan_fused_template(run, epilogue);
   if (!t) return std::nullopt;
-  const Program& program = programs_.get({t->name, t->language, t->source}, {t->name, t->language, t->source, 0, true});
+  const CompiledKernel& program = programs_.get({t->name, t->language, t->source}, {t->name, t->language, t->source, 0, true});
   LaunchPlan plan{&program, {}, std::move(t->push_constants), t->groups};
   for (int slot : t->args) {
     size_t i = size_t(slot);
@@ -155,11 +155,11 @@ PlannedProgram::LaunchPlan PlannedProgram::copy_launch(DType dtype, int64_t elem
   step.workgroup_size = emitted.workgroup_size;
   step.elements_per_invocation = emitted.elements_per_invocation;
   step.invocations_per_element = emitted.invocations_per_element;
-  const Program* program = &program_for(step);
+  const CompiledKernel* program = &program_for(step);
   return {program, {}, push_constant_bytes(step.kernel.param_values()), groups_for(program, elements)};
 }
 
-std::array<uint32_t, 3> PlannedProgram::groups_for(const Program* program, int64_t elements) const {
+std::array<uint32_t, 3> PlannedProgram::groups_for(const CompiledKernel* program, int64_t elements) const {
   return programs_.groups(program, elements);
 }
 
@@ -194,7 +194,7 @@ void PlannedProgram::prepare(const std::map<std::string, int64_t>& bindings) {
       const ProgramStep& s = ks.steps[i];
       int64_t elements = s.kernel.elements(bindings);
       if (elements == 0) continue;
-      const Program* program = step_programs_[k][i];
+      const CompiledKernel* program = step_programs_[k][i];
       launches_.push_back({program, s.args, push_constant_bytes(s.kernel.param_values(bindings)),
                            groups_for(program, elements), int(k), int(i)});
     }

@@ -86,7 +86,7 @@ class PlannedProgram : public DeviceProgram {
 
  private:
   struct LaunchPlan {  // one launch for the current shapes
-    const Program* program;
+    const CompiledKernel* program;
     std::vector<int> args;
     std::vector<uint8_t> push_constants;
     std::array<uint32_t, 3> groups;
@@ -102,7 +102,7 @@ class PlannedProgram : public DeviceProgram {
   // DeviceLostError's message with the kernel that launched last and its ops' source lines
   // (planned_checks.cpp).
   std::string lost_kernel_text(const DeviceLostError& lost) const;
-  const Program& program_for(const ProgramStep& step);
+  const CompiledKernel& program_for(const ProgramStep& step);
   std::optional<LaunchPlan> template_launch(const ProgramKernel& ks,
                                             const std::map<std::string, int64_t>& bindings);
   std::map<std::string, int64_t> bind(const std::vector<DeviceTensor>& inputs) const;
@@ -144,9 +144,9 @@ class PlannedProgram : public DeviceProgram {
   std::vector<int> constant_nodes_;
   std::vector<std::unique_ptr<Buffer>> constants_;
   KernelPrograms programs_;
-  std::vector<std::vector<const Program*>> step_programs_;  // per kernel, per step
+  std::vector<std::vector<const CompiledKernel*>> step_programs_;  // per kernel, per step
   // Workgroups a generated program needs for `elements` iterations.
-  std::array<uint32_t, 3> groups_for(const Program* program, int64_t elements) const;
+  std::array<uint32_t, 3> groups_for(const CompiledKernel* program, int64_t elements) const;
   bool profiling_ = false;  // run(): launch directly even with reduce_overhead
 
   // For the current input shapes.

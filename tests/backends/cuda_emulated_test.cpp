@@ -200,7 +200,7 @@ TEST(CudaEmulatedBackendDeathTest, ReadingPastABufferFaultsNamingTheKernel) {
     setenv("TMPDIR", dir.c_str(), 1);
     CudaEmulatedBackend backend;
     std::unique_ptr<Buffer> x = backend.alloc(64 * sizeof(float)), y = backend.alloc(64 * sizeof(float));
-    std::unique_ptr<Program> program = backend.compile(
+    std::unique_ptr<CompiledKernel> program = backend.compile(
         {"overread", "cuda",
          "extern \"C\" __global__ void __launch_bounds__(64) overread(const float* x, float* y) {\n"
          "  y[threadIdx.x] = x[threadIdx.x + 64];\n}\n"});

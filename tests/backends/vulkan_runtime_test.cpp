@@ -42,7 +42,7 @@ struct SaxpyParams {
   uint32_t n;
 };
 
-Launch saxpy_launch(const Program& program, Buffer& x, Buffer& y, float a, uint32_t n) {
+Launch saxpy_launch(const CompiledKernel& program, Buffer& x, Buffer& y, float a, uint32_t n) {
   Launch l;
   l.program = &program;
   l.buffers = {&x, &y};
@@ -56,7 +56,7 @@ struct FillParams {
   uint32_t count;
 };
 
-Launch fill_launch(const Program& program, Buffer& out, uint32_t value, uint32_t count) {
+Launch fill_launch(const CompiledKernel& program, Buffer& out, uint32_t value, uint32_t count) {
   Launch l;
   l.program = &program;
   l.buffers = {&out};
@@ -96,7 +96,7 @@ class VulkanRuntime : public ::testing::Test {
     EXPECT_TRUE(messages.empty()) << messages.size() << " validation message(s):\n" << all;
   }
 
-  std::unique_ptr<Program> compile_saxpy() {
+  std::unique_ptr<CompiledKernel> compile_saxpy() {
     return backend_->compile({"saxpy", "glsl", kSaxpy});
   }
   std::vector<float> download_floats(const Buffer& b, size_t n) {

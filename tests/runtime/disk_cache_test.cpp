@@ -147,7 +147,7 @@ TEST_F(DiskCacheDir, CorruptSpirvAndPipelineEntriesAreRebuiltAndTheKernelStillRu
       f.write("\xde\xad\xbe\xef", 4);
     }
   auto backend = vulkan::open_backend(0);
-  std::unique_ptr<Program> program = backend->compile({"double", "glsl", kDoubleShader});
+  std::unique_ptr<CompiledKernel> program = backend->compile({"double", "glsl", kDoubleShader});
   vulkan::ShaderCompileStats s = backend->compile_stats();
   EXPECT_EQ(s.compiles, 1u);  // recompiled, not loaded
   EXPECT_EQ(s.disk_hits, 0u);

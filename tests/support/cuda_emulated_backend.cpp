@@ -44,7 +44,7 @@ HostBuffer& host(const Buffer& b) {
   return const_cast<HostBuffer&>(*h);
 }
 
-class EmulatedProgram : public Program {
+class EmulatedProgram : public CompiledKernel {
  public:
   EmulatedProgram(const CudaHostEmulator::Kernel& kernel, unsigned block) : kernel_(kernel), block_(block) {}
   const CudaHostEmulator::Kernel& kernel() const { return kernel_; }
@@ -140,7 +140,7 @@ void CudaEmulatedBackend::download(const Buffer& src, void* dst, size_t bytes, s
   std::memcpy(dst, host(src).data() + offset, bytes);
 }
 
-std::unique_ptr<Program> CudaEmulatedBackend::compile(const ProgramSource& source) {
+std::unique_ptr<CompiledKernel> CudaEmulatedBackend::compile(const KernelSource& source) {
   if (source.language != "cuda")
     throw Error("cuda-emulated: cannot compile '" + source.name + "' written in '" + source.language + "'");
   // The entry and block size the CUDA backend would launch (macro block sizes resolved).

@@ -60,7 +60,7 @@ class CudaEmulatedBackend : public Backend {
 
   // Registers the source with the emulator; it compiles, batched with every other source
   // registered before, at its first launch.
-  std::unique_ptr<Program> compile(const ProgramSource& source) override;
+  std::unique_ptr<CompiledKernel> compile(const KernelSource& source) override;
   std::unique_ptr<Stream> create_stream() override;
 
   CudaHostEmulator& emulator() { return emulator_; }
