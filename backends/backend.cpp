@@ -38,8 +38,7 @@ void Backend::execute(const OpRun& run) {
               std::string(op_name(run.kind)));
 }
 
-EagerExecutor& Backend::eager_executor(const std::function<std::unique_ptr<EagerExecutor>()>& make) {
-  if (EagerExecutor* ready = eager_ready_.load(std::memory_order_acquire)) return *ready;
+EagerExecutor& Backend::attach_eager_executor(const std::function<std::unique_ptr<EagerExecutor>()>& make) {
   std::lock_guard lock(eager_mutex_);
   if (!eager_) {
     eager_ = make();
@@ -49,12 +48,12 @@ EagerExecutor& Backend::eager_executor(const std::function<std::unique_ptr<Eager
 }
 
 void Backend::sync_eager() {
-  if (EagerExecutor* ready = eager_ready_.load(std::memory_order_acquire)) ready->sync();
+  if (EagerExecutor* executor = eager_executor()) executor->sync();
 }
 
 EagerStats Backend::eager_stats() const {
-  const EagerExecutor* ready = eager_ready_.load(std::memory_order_acquire);
-  return ready ? ready->stats() : EagerStats{};
+  const EagerExecutor* executor = eager_executor();
+  return executor ? executor->stats() : EagerStats{};
 }
 
 void Backend::release_eager_executor() {

@@ -260,9 +260,11 @@ class Backend {
   // precompiled kernels through execute() (cpu, ref), and eager work spanning several ops, a
   // backward pass, runs them node by node too instead of waiting on a compiler.
   virtual bool eager_compiles_kernels() const { return false; }
-  // The executor of eager ops where eager_compiles_kernels(): `make`'s on the first call, then the
-  // same one for the backend's life.
-  EagerExecutor& eager_executor(const std::function<std::unique_ptr<EagerExecutor>()>& make);
+  // The executor of eager ops where eager_compiles_kernels(); null until the runtime attaches one.
+  EagerExecutor* eager_executor() const { return eager_ready_.load(std::memory_order_acquire); }
+  // Attaches `make`'s executor unless one is attached already (two threads may race to the first
+  // eager op); returns the one attached.
+  EagerExecutor& attach_eager_executor(const std::function<std::unique_ptr<EagerExecutor>()>& make);
   // Waits for the eager executor's queued launches (none made yet: returns at once), and its counters.
   void sync_eager();
   EagerStats eager_stats() const;

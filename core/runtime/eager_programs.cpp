@@ -234,7 +234,9 @@ void EagerPrograms::sync() {
 
 void run_on_backend(Backend& backend, const OpRun& run) {
   if (!backend.eager_compiles_kernels()) return backend.execute(run);
-  backend.eager_executor([&backend] { return std::make_unique<EagerPrograms>(backend); }).run(run);
+  EagerExecutor* executor = backend.eager_executor();
+  if (!executor) executor = &backend.attach_eager_executor([&backend] { return std::make_unique<EagerPrograms>(backend); });
+  executor->run(run);
 }
 
 }  // namespace kiln

@@ -3,7 +3,6 @@
 #include "core/runtime/planned_program.h"
 
 #include <algorithm>
-#include <cstring>
 #include <set>
 
 #include "core/ir/strided_view.h"
@@ -156,11 +155,7 @@ PlannedProgram::LaunchPlan PlannedProgram::copy_launch(DType dtype, int64_t elem
   step.elements_per_invocation = emitted.elements_per_invocation;
   step.invocations_per_element = emitted.invocations_per_element;
   const CompiledKernel* program = &program_for(step);
-  return {program, {}, push_constant_bytes(step.kernel.param_values()), groups_for(program, elements)};
-}
-
-std::array<uint32_t, 3> PlannedProgram::groups_for(const CompiledKernel* program, int64_t elements) const {
-  return programs_.groups(program, elements);
+  return {program, {}, push_constant_bytes(step.kernel.param_values()), programs_.groups(program, elements)};
 }
 
 void PlannedProgram::prepare(const std::map<std::string, int64_t>& bindings) {
@@ -196,7 +191,7 @@ void PlannedProgram::prepare(const std::map<std::string, int64_t>& bindings) {
       if (elements == 0) continue;
       const CompiledKernel* program = step_programs_[k][i];
       launches_.push_back({program, s.args, push_constant_bytes(s.kernel.param_values(bindings)),
-                           groups_for(program, elements), int(k), int(i)});
+                           programs_.groups(program, elements), int(k), int(i)});
     }
   }
   stats_.kernels = int64_t(launches_.size());  // templates may replace several generic steps

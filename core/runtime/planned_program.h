@@ -145,8 +145,6 @@ class PlannedProgram : public DeviceProgram {
   std::vector<std::unique_ptr<Buffer>> constants_;
   KernelPrograms programs_;
   std::vector<std::vector<const CompiledKernel*>> step_programs_;  // per kernel, per step
-  // Workgroups a generated program needs for `elements` iterations.
-  std::array<uint32_t, 3> groups_for(const CompiledKernel* program, int64_t elements) const;
   bool profiling_ = false;  // run(): launch directly even with reduce_overhead
 
   // For the current input shapes.

@@ -149,9 +149,8 @@ void bench_tiles(const Args& args) {
                   (long long)n, s * 1e3, 2.0 * double(n * n) * double(n) / s / 1e9);
     }
     for (const vulkan::MatmulTile& t : tiles) {
-      EagerPrograms runner(backend,
-                          {.templates = vulkan::glsl_template_planner(
-                               {.matmul_min_flops = 0, .force_tile = true, .tile = t})});
+      EagerPrograms runner(backend, {.templates = vulkan::glsl_template_planner(
+                                         {.matmul_min_flops = 0, .force_tile = true, .tile = t})});
       const Timing time = time_with_cpu(args.reps, [&] {
         runner.run(run);
         runner.sync();
@@ -219,8 +218,7 @@ void bench_norm(const Args& args) {
     };
     EagerPrograms generic(backend, {.generic_only = true});
     EagerPrograms tmpl(backend, {.templates = vulkan::with_norm_template({})});
-    EagerPrograms tree(backend,
-                      {.templates = vulkan::with_norm_template({}, {.subgroups = false})});
+    EagerPrograms tree(backend, {.templates = vulkan::with_norm_template({}, {.subgroups = false})});
     std::vector<float> want, got, got_tree;
     const double gen_s = time_runner(generic, &want);
     const double tmpl_s = time_runner(tmpl, &got);

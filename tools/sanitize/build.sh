@@ -15,8 +15,8 @@ flags="-fsanitize=fuzzer-no-link,address,undefined -fno-sanitize-recover=undefin
 # -O1 keeps the tests' run time near the normal build's, for the suites' own code too
 # (KILN_OPTIMIZE_TESTS). Eager kernels keep the library's flags (KILN_VECTORIZE_EAGER_KERNELS=OFF):
 # their -O3 doubles the sanitized build of pointwise.cpp. -gline-tables-only: reports keep every
-# frame's file:line, and each file compiles in about 10% less time than with -g (variables and
-# types are what it leaves out; rebuild with -g to inspect them in a debugger).
+# frame's file:line, and files compile faster than with -g, which also describes variables and
+# types (rebuild with -g to inspect them in a debugger).
 bash "$root/tools/build.sh" -DCMAKE_CXX_COMPILER=clang++-16 -DKILN_FUZZ=ON -DKILN_BUILD_SAMPLES=OFF \
   -DCMAKE_BUILD_TYPE=RelWithDebInfo -DCMAKE_CXX_FLAGS_RELWITHDEBINFO="-O1 -gline-tables-only" \
   -DCMAKE_CXX_FLAGS="$flags" -DCMAKE_EXE_LINKER_FLAGS="$flags" -DCMAKE_SHARED_LINKER_FLAGS="$flags" \
