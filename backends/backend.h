@@ -65,6 +65,9 @@ struct DeviceCaps {
   std::array<uint32_t, 3> max_workgroup_size{1, 1, 1};
   uint32_t max_workgroup_invocations = 1;
   bool timestamps = false;
+  // Launches may read their group counts from a buffer when they run (Launch::indirect), so a
+  // kernel on the device decides how much of later work runs (device-side loops).
+  bool indirect_launch = false;
   bool is_cpu = false;  // runs on the host CPU (ref, cpu, or a software GPU like lavapipe)
 };
 
@@ -173,6 +176,10 @@ struct Launch {
   std::vector<size_t> offsets;
   std::vector<uint8_t> push_constants;
   std::array<uint32_t, 3> groups{1, 1, 1};
+  // Where DeviceCaps::indirect_launch: when set, the group counts are the three u32 at this byte
+  // offset of `indirect` (a multiple of 4) when the launch runs, at most `groups` each; 0 runs nothing.
+  Buffer* indirect = nullptr;
+  size_t indirect_offset = 0;
 };
 
 struct KernelTiming {

@@ -19,6 +19,7 @@ class NullStream : public Stream {
  public:
   // Checks what a real device would reject, so planner bugs show up in tests that run nowhere.
   void launch(const Launch& launch) override {
+    if (launch.indirect) throw Error("null: launches with group counts from a buffer are not supported");
     if (!launch.offsets.empty() && launch.offsets.size() != launch.buffers.size())
       throw Error("null: launch gave " + std::to_string(launch.offsets.size()) + " offsets for " +
                   std::to_string(launch.buffers.size()) + " buffers");

@@ -353,6 +353,7 @@ DeviceCaps query_caps(VkPhysicalDevice physical) {
   for (int i = 0; i < 3; ++i) c.max_workgroup_size[i] = limits.maxComputeWorkGroupSize[i];
   c.max_workgroup_invocations = limits.maxComputeWorkGroupInvocations;
   c.timestamps = limits.timestampPeriod > 0 && timestamp_bits > 0;
+  c.indirect_launch = true;  // vkCmdDispatchIndirect is core Vulkan 1.0
   c.is_cpu = props2.properties.deviceType == VK_PHYSICAL_DEVICE_TYPE_CPU;
   return c;
 }

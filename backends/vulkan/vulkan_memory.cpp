@@ -304,7 +304,7 @@ VulkanBuffer::VulkanBuffer(VulkanDevice& device, MemoryAllocator& allocator, siz
   info.size = range_;
   info.usage = VK_BUFFER_USAGE_STORAGE_BUFFER_BIT | VK_BUFFER_USAGE_UNIFORM_TEXEL_BUFFER_BIT |
                VK_BUFFER_USAGE_STORAGE_TEXEL_BUFFER_BIT | VK_BUFFER_USAGE_TRANSFER_SRC_BIT |
-               VK_BUFFER_USAGE_TRANSFER_DST_BIT;
+               VK_BUFFER_USAGE_TRANSFER_DST_BIT | VK_BUFFER_USAGE_INDIRECT_BUFFER_BIT;
   info.sharingMode = VK_SHARING_MODE_EXCLUSIVE;
   // On a throw below, memory_'s destructor destroys whatever was created.
   check(vkCreateBuffer(device.handle(), &info, nullptr, &memory_->buffer), "vkCreateBuffer");

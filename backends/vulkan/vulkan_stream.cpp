@@ -23,6 +23,12 @@ void global_barrier(VkCommandBuffer cmd, VkPipelineStageFlags src_stage, VkAcces
   vkCmdPipelineBarrier(cmd, src_stage, dst_stage, 0, 1, &barrier, 0, nullptr, 0, nullptr);
 }
 
+// What a barrier before a dispatch waits for: its shader's reads and writes, and the group counts
+// an indirect dispatch reads (Launch::indirect).
+constexpr VkPipelineStageFlags kComputeOrIndirectStages =
+    VK_PIPELINE_STAGE_COMPUTE_SHADER_BIT | VK_PIPELINE_STAGE_DRAW_INDIRECT_BIT;
+constexpr VkAccessFlags kComputeOrIndirectReads = VK_ACCESS_SHADER_READ_BIT | VK_ACCESS_INDIRECT_COMMAND_READ_BIT;
+
 }  // namespace
 
 struct CommandStream::Batch {
@@ -91,7 +97,7 @@ void CommandStream::begin(Batch& batch) {
   // Orders this batch after everything submitted before it (earlier batches, replays, uploads).
   global_barrier(batch.cmd, VK_PIPELINE_STAGE_COMPUTE_SHADER_BIT | VK_PIPELINE_STAGE_TRANSFER_BIT,
                  VK_ACCESS_SHADER_WRITE_BIT | VK_ACCESS_TRANSFER_WRITE_BIT,
-                 VK_PIPELINE_STAGE_COMPUTE_SHADER_BIT, VK_ACCESS_SHADER_READ_BIT | VK_ACCESS_SHADER_WRITE_BIT);
+                 kComputeOrIndirectStages, kComputeOrIndirectReads | VK_ACCESS_SHADER_WRITE_BIT);
   batch.open = true;
 }
 
@@ -259,6 +265,16 @@ void CommandStream::record(Batch& batch, const Launch& launch) {
     if (!vb) throw Error("vulkan: launch of '" + name + "' got a buffer not allocated by a Vulkan backend");
     buffers.push_back(vb);
   }
+  const VulkanBuffer* indirect = nullptr;
+  if (launch.indirect) {
+    indirect = dynamic_cast<const VulkanBuffer*>(launch.indirect);
+    if (!indirect)
+      throw Error("vulkan: launch of '" + name + "' reads its group counts from a buffer not allocated by a Vulkan backend");
+    if (launch.indirect_offset % 4 != 0 || launch.indirect_offset + 12 > launch.indirect->bytes())
+      throw Error("vulkan: launch of '" + name + "' reads its group counts at byte " +
+                  std::to_string(launch.indirect_offset) + " of a " + std::to_string(launch.indirect->bytes()) +
+                  "-byte buffer (needs a multiple of 4 with 12 bytes inside it)");
+  }
   if (!batch.open) begin(batch);
 
   // A barrier only where this dispatch touches what an earlier one wrote (RAW, WAW) or writes
@@ -269,10 +285,10 @@ void CommandStream::record(Batch& batch, const Launch& launch) {
     if (batch.written_since_barrier.count(h)) hazard = true;
     if (layout.buffer_written[i] && batch.read_since_barrier.count(h)) hazard = true;
   }
+  if (indirect && batch.written_since_barrier.count(indirect->handle())) hazard = true;
   if (hazard) {
     global_barrier(batch.cmd, VK_PIPELINE_STAGE_COMPUTE_SHADER_BIT, VK_ACCESS_SHADER_WRITE_BIT,
-                   VK_PIPELINE_STAGE_COMPUTE_SHADER_BIT,
-                   VK_ACCESS_SHADER_READ_BIT | VK_ACCESS_SHADER_WRITE_BIT);
+                   kComputeOrIndirectStages, kComputeOrIndirectReads | VK_ACCESS_SHADER_WRITE_BIT);
     batch.read_since_barrier.clear();
     batch.written_since_barrier.clear();
     ++stats_.barriers;
@@ -281,6 +297,10 @@ void CommandStream::record(Batch& batch, const Launch& launch) {
     batch.held.push_back(buffers[i]->memory());
     if (layout.buffer_read[i]) batch.read_since_barrier.insert(buffers[i]->handle());
     if (layout.buffer_written[i]) batch.written_since_barrier.insert(buffers[i]->handle());
+  }
+  if (indirect) {
+    batch.held.push_back(indirect->memory());
+    batch.read_since_barrier.insert(indirect->handle());
   }
 
   VkCommandBuffer cmd = batch.cmd;
@@ -317,7 +337,8 @@ void CommandStream::record(Batch& batch, const Launch& launch) {
   uint32_t query = uint32_t(2 * (index % kLaunchesPerQueryPool));
   // Bottom-of-pipe on both sides: the start stamp lands once earlier work has drained.
   if (queries) vkCmdWriteTimestamp(cmd, VK_PIPELINE_STAGE_BOTTOM_OF_PIPE_BIT, queries, query);
-  vkCmdDispatch(cmd, launch.groups[0], launch.groups[1], launch.groups[2]);
+  if (indirect) vkCmdDispatchIndirect(cmd, indirect->handle(), launch.indirect_offset);
+  else vkCmdDispatch(cmd, launch.groups[0], launch.groups[1], launch.groups[2]);
   if (queries) vkCmdWriteTimestamp(cmd, VK_PIPELINE_STAGE_BOTTOM_OF_PIPE_BIT, queries, query + 1);
   batch.names.push_back(name);
   ++stats_.launches;

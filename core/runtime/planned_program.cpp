@@ -266,7 +266,8 @@ void PlannedProgram::launch(const LaunchPlan& plan, const std::vector<Binding>& 
   if (!offsets) l.offsets.clear();
   l.push_constants = plan.push_constants;
   l.groups = plan.groups;
-  stream_->launch(l);
+  if (queued_) queued_->push_back(std::move(l));
+  else stream_->launch(l);
 }
 
 std::vector<DeviceTensor> PlannedProgram::run(const std::vector<DeviceTensor>& inputs) {
@@ -275,6 +276,23 @@ std::vector<DeviceTensor> PlannedProgram::run(const std::vector<DeviceTensor>& i
   } catch (const DeviceLostError& e) {
     throw DeviceLostError(lost_kernel_text(e), e.last_launch());
   }
+}
+
+PlannedProgram::QueuedRun PlannedProgram::queue_run(const std::vector<DeviceTensor>& inputs) {
+  if (options_.reduce_overhead || checked_mode() || profiling_)
+    throw Error("internal error: a queued run of a compiled program with reduce_overhead, checked mode or profiling");
+  for (const DeviceTensor& t : inputs)
+    if (t.donated) throw Error("internal error: a queued run of a compiled program with a donated input");
+  QueuedRun queued;
+  queued_ = &queued.launches;
+  try {
+    queued.results = launch_run(inputs);
+  } catch (...) {
+    queued_ = nullptr;
+    throw;
+  }
+  queued_ = nullptr;
+  return queued;
 }
 
 std::vector<DeviceTensor> PlannedProgram::launch_run(const std::vector<DeviceTensor>& inputs) {
@@ -362,6 +380,7 @@ std::vector<DeviceTensor> PlannedProgram::launch_run(const std::vector<DeviceTen
                       : resolve(output_values_[i], inputs, fresh);
     launch(output_copies_[i], {src, {fresh[i].get(), 0}});
   }
+  if (queued_) return results;  // the caller issues the launches and waits for them
   stream_->sync();
   for (const std::shared_ptr<Buffer>& b : rewritten) b->rewritten();
   return results;

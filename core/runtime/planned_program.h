@@ -84,6 +84,16 @@ class PlannedProgram : public DeviceProgram {
   // Returns kernels()[k].writes' values, on the program's device. For per-kernel accuracy checks.
   std::map<int, DeviceTensor> run_kernel(size_t k, const std::map<int, DeviceTensor>& inputs);
 
+  // A run whose launches the caller queues, on a stream of its own (device_loop.h): the results,
+  // allocated now, and the launches that compute them in order, none issued yet. The program's
+  // intermediates stay in its arenas, so runs queued one after another on one stream may share
+  // them. Not with reduce_overhead, checked mode or donated inputs.
+  struct QueuedRun {
+    std::vector<DeviceTensor> results;
+    std::vector<Launch> launches;
+  };
+  QueuedRun queue_run(const std::vector<DeviceTensor>& inputs);
+
  private:
   struct LaunchPlan {  // one launch for the current shapes
     const CompiledKernel* program;
@@ -146,6 +156,7 @@ class PlannedProgram : public DeviceProgram {
   KernelPrograms programs_;
   std::vector<std::vector<const CompiledKernel*>> step_programs_;  // per kernel, per step
   bool profiling_ = false;  // run(): launch directly even with reduce_overhead
+  std::vector<Launch>* queued_ = nullptr;  // queue_run(): launches collected here, not issued
 
   // For the current input shapes.
   bool prepared_ = false;

@@ -61,15 +61,30 @@ std::string subdirectory(const std::string& dir, const std::string& name) {
 
 CompiledWhileLoop::CompiledWhileLoop(const AttrMap& attrs, const Provenance& where, Device device,
                                      const ProgramOptions& options, const std::string& dump_dir)
-    : carried_(size_t(attrs.get_int("carried"))),
+    : device_(device),
+      carried_(size_t(attrs.get_int("carried"))),
       where_(where),
       cond_(compile_subgraph(attrs.get_graph("cond"), device, options, subdirectory(dump_dir, "cond"))),
       body_(compile_subgraph(attrs.get_graph("body"), device, options, subdirectory(dump_dir, "body"))) {}
 
 std::vector<DeviceTensor> CompiledWhileLoop::run(const std::vector<DeviceTensor>& operands) {
+  if (DeviceLoop::available(device_, *cond_, *body_)) {
+    if (!device_loop_)
+      device_loop_ = std::make_unique<DeviceLoop>(device_, static_cast<PlannedProgram&>(*cond_),
+                                                  static_cast<PlannedProgram&>(*body_), carried_);
+    return device_loop_->run(operands);
+  }
   return run_loop(
-      operands, carried_, [&](const std::vector<DeviceTensor>& in) { return cond_->run(in); },
+      operands, carried_,
+      [&](const std::vector<DeviceTensor>& in) {
+        ++host_loop_waits_;
+        return cond_->run(in);
+      },
       [&](const std::vector<DeviceTensor>& in) { return body_->run(in); }, where_);
+}
+
+int64_t CompiledWhileLoop::host_waits() const {
+  return host_loop_waits_ + (device_loop_ ? device_loop_->host_waits() : 0);
 }
 
 int64_t CompiledWhileLoop::kernels_per_iteration() const {

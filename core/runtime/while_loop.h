@@ -1,8 +1,9 @@
-// A while_loop node at run time (the op: core/ir/ops/control.cpp). The host runs the loop: each
-// iteration runs the cond subgraph on the device, reads its one bool, and runs the body while it
-// is true. Eagerly and on the interpreter the subgraphs run node by node; in a compiled program
-// (segmented_program.h) each subgraph is a program of its own, compiled once with fusion.
-// No backend branches on the device yet, so every iteration reads the predicate back (one sync).
+// A while_loop node at run time (the op: core/ir/ops/control.cpp). Eagerly and on the interpreter
+// the host runs the loop: each iteration runs the cond subgraph node by node, reads its one bool,
+// and runs the body while it is true. In a compiled program (segmented_program.h) each subgraph is
+// a program of its own, compiled once with fusion; where the device's launches can take their
+// sizes from a buffer (Vulkan), the predicate stays on the device and the host waits once per
+// batch of iterations (device_loop.h), elsewhere once per iteration.
 #pragma once
 
 #include <functional>
@@ -11,6 +12,7 @@
 
 #include "core/ir/attr.h"
 #include "core/ir/provenance.h"
+#include "core/runtime/device_loop.h"
 #include "core/runtime/device_tensor.h"
 #include "core/runtime/program.h"
 
@@ -40,11 +42,17 @@ class CompiledWhileLoop {
   // Launches of one iteration (the cond's and the body's kernels).
   int64_t kernels_per_iteration() const;
   void release_intermediates();
+  // Times the host waited for a predicate, over every run: once per iteration on the host loop,
+  // once per batch of iterations on the device loop.
+  int64_t host_waits() const;
 
  private:
+  Device device_;
   size_t carried_;
   Provenance where_;
   std::unique_ptr<DeviceProgram> cond_, body_;
+  std::unique_ptr<DeviceLoop> device_loop_;  // made at the first run that can use it
+  int64_t host_loop_waits_ = 0;
 };
 
 }  // namespace kiln

@@ -342,6 +342,39 @@ TEST_F(VulkanRuntime, BarriersOnlyBetweenDependentDispatches) {
   }
 }
 
+// Indirect launches (DeviceCaps::indirect_launch, device-side loops): the group counts come from a
+// buffer an earlier dispatch of the same stream wrote (one barrier, which the sync-validation run
+// checks); counts of zero run nothing; a misplaced count is refused before recording.
+TEST_F(VulkanRuntime, IndirectLaunchesReadGroupCountsAnEarlierDispatchWrote) {
+  EXPECT_TRUE(backend_->caps().indirect_launch);
+  auto fill = backend_->program_from_spirv("fill", vulkan::fixed_shader("fill"));
+  const uint32_t words = 512;  // two of fill's 256-wide workgroups
+  std::vector<uint32_t> zeros(words, 0);
+  auto on = backend_->alloc(12), off = backend_->alloc(12), y = backend_->alloc(words * 4), z = backend_->alloc(words * 4);
+  backend_->upload(*y, zeros.data(), words * 4);
+  backend_->upload(*z, zeros.data(), words * 4);
+  auto stream = backend_->create_stream();
+  stream->launch(fill_launch(*fill, *on, 1, 3));   // group counts (1, 1, 1)
+  stream->launch(fill_launch(*fill, *off, 0, 3));  // (0, 0, 0)
+  auto bits = [](float f) { uint32_t u; std::memcpy(&u, &f, 4); return u; };
+  Launch first = fill_launch(*fill, *y, bits(5.0f), words);  // 2 groups directly, 1 from `on`
+  first.indirect = on.get();
+  stream->launch(first);
+  EXPECT_EQ(dynamic_cast<vulkan::VulkanStream&>(*stream).stats().barriers, 1u) << "the counts were just written";
+  Launch none = fill_launch(*fill, *z, bits(5.0f), words);
+  none.indirect = off.get();
+  stream->launch(none);
+  Launch misplaced = none;
+  misplaced.indirect_offset = 2;
+  EXPECT_THROW(stream->launch(misplaced), Error);
+  stream->sync();
+  auto got_y = download_floats(*y, words), got_z = download_floats(*z, words);
+  for (uint32_t i = 0; i < words; ++i) {
+    ASSERT_EQ(got_y[i], i < 256 ? 5.0f : 0.0f) << i;  // one workgroup ran
+    ASSERT_EQ(got_z[i], 0.0f) << i;
+  }
+}
+
 TEST_F(VulkanRuntime, RecordOnceReplayThreeTimesAccumulates) {
   auto program = compile_saxpy();
   const uint32_t n = 5000;

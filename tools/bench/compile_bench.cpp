@@ -68,9 +68,12 @@ std::string mib(int64_t bytes) {
   return buf;
 }
 
+const char* only_rows = nullptr;  // --only: the rows whose name contains it
+
 // One row: eager and compiled medians, kernels, memory, max abs difference.
 template <class Fn, class... Args>
 void row(const char* name, int reps, Device dev, Fn fn, Args&... args) {
+  if (only_rows && !std::strstr(name, only_rows)) return;
   Backend& backend = dev.backend();
   std::vector<float> eager_out;
   const double eager_ms = time_ms(reps, [&] {
@@ -96,6 +99,7 @@ void row(const char* name, int reps, Device dev, Fn fn, Args&... args) {
 // device sleeps), per kernel, beside Default mode's.
 template <class Fn, class... Args>
 void overhead_row(const char* name, int reps, Fn fn, Args&... args) {
+  if (only_rows && !std::strstr(name, only_rows)) return;
   for (Mode mode : {Mode::Default, Mode::ReduceOverhead}) {
     auto compiled = kiln::compile(fn, {.mode = mode, .fullgraph = true, .name = name});
     Tensor warm = compiled(args...);
@@ -123,8 +127,9 @@ int run(int argc, char** argv) {
     if (!std::strcmp(argv[i], "--device") && i + 1 < argc) device = argv[++i];
     else if (!std::strcmp(argv[i], "--reps") && i + 1 < argc) reps = std::atoi(argv[++i]);
     else if (!std::strcmp(argv[i], "--small")) small = true;
+    else if (!std::strcmp(argv[i], "--only") && i + 1 < argc) only_rows = argv[++i];
     else {
-      std::fprintf(stderr, "usage: kiln-bench-compile [--device D] [--reps N] [--small]\n");
+      std::fprintf(stderr, "usage: kiln-bench-compile [--device D] [--reps N] [--small] [--only NAME_PART]\n");
       return 2;
     }
   }
