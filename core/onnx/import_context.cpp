@@ -223,20 +223,35 @@ void free_names(const kiln_onnx::GraphProto& g, std::set<std::string>* defined, 
 NodeContext::Subgraph NodeContext::import_subgraph_as_graph(const std::string& name,
                                                             const std::vector<TensorType>& formal,
                                                             const std::vector<TensorType>& extra) {
+  std::vector<TensorType> leading = formal;
+  leading.insert(leading.end(), extra.begin(), extra.end());
+  return import_subgraph_as_graph(name, leading, [&](NodeContext&, const std::vector<Value*>& in) {
+    return std::vector<Value*>(in.begin(), in.begin() + long(formal.size()));
+  });
+}
+
+NodeContext::Subgraph NodeContext::import_subgraph_as_graph(const std::string& name,
+                                                            const std::vector<TensorType>& leading,
+                                                            const BindInputs& bind) {
   const auto* a = find_attr(name);
   if (!a || a->type() != kiln_onnx::AttributeProto::GRAPH) fail("attribute '" + name + "' must be a graph");
   const kiln_onnx::GraphProto& body = a->g();
-  if (formal.size() != size_t(body.input_size()))
-    fail(name + " takes " + std::to_string(body.input_size()) + " inputs, the node gives " +
-         std::to_string(formal.size()));
   if (body.initializer_size() > 0) unsupported(name + " with initializers of its own, run as a loop");
   Subgraph out;
   out.graph = std::make_shared<Graph>();
   Graph& g = *out.graph;
-  ImportContext sub(g, ctx_.model_dir, ctx_.options, ctx_.fixed_inputs);
-  sub.map_node = ctx_.map_node;
-  for (size_t k = 0; k < formal.size(); ++k) sub.values[body.input(int(k)).name()] = g.add_input(formal[k], body.input(int(k)).name());
-  for (const TensorType& t : extra) g.add_input(t);
+  ImportContext sub = context_for(g);
+  std::vector<Value*> in;
+  for (const TensorType& t : leading) in.push_back(g.add_input(t));
+  NodeContext binder = within(sub);
+  const std::vector<Value*> formal = bind(binder, in);
+  if (formal.size() != size_t(body.input_size()))
+    fail(name + " takes " + std::to_string(body.input_size()) + " inputs, the node gives " +
+         std::to_string(formal.size()));
+  for (size_t k = 0; k < formal.size(); ++k) {
+    sub.values[body.input(int(k)).name()] = formal[k];
+    if (formal[k]->name.empty()) formal[k]->name = body.input(int(k)).name();
+  }
   std::set<std::string> defined;
   std::vector<std::string> free;
   free_names(body, &defined, &free);
@@ -260,6 +275,12 @@ NodeContext::Subgraph NodeContext::import_subgraph_as_graph(const std::string& n
   }
   g.set_outputs(outputs);
   return out;
+}
+
+ImportContext NodeContext::context_for(Graph& g) const {
+  ImportContext sub(g, ctx_.model_dir, ctx_.options, ctx_.fixed_inputs);
+  sub.map_node = ctx_.map_node;
+  return sub;
 }
 
 void NodeContext::require_attr_int(const std::string& name, int64_t expected) const {

@@ -101,6 +101,17 @@ class NodeContext {
   };
   Subgraph import_subgraph_as_graph(const std::string& name, const std::vector<TensorType>& formal,
                                     const std::vector<TensorType>& extra);
+  // The same with inputs `leading`, then one per enclosing value read; `bind` emits, through this
+  // node's context over the new graph, the values the attribute's inputs take, from the leading
+  // inputs (a Scan's elements, read from its whole sequences at the iteration's step).
+  using BindInputs = std::function<std::vector<Value*>(NodeContext& b, const std::vector<Value*>& leading)>;
+  Subgraph import_subgraph_as_graph(const std::string& name, const std::vector<TensorType>& leading,
+                                    const BindInputs& bind);
+  // An empty value table over graph `g` (a loop body an op mapping builds itself), with this
+  // import's options; within() gives this node's context over it, so the same emitting code
+  // builds ops into either graph.
+  ImportContext context_for(Graph& g) const;
+  NodeContext within(ImportContext& sub) const { return NodeContext(sub, node_, opset_); }
   // Rejects attributes that the mapping ignores when they hold a non-default value.
   void require_attr_int(const std::string& name, int64_t expected) const;
 
@@ -141,7 +152,7 @@ void register_tensor_ops(OpTable& table);
 void register_composite_ops(OpTable& table);
 void register_resize_ops(OpTable& table);  // Resize, Upsample, Einsum, TopK
 void register_scatter_ops(OpTable& table);  // Scatter*, GatherND, Compress
-void register_rnn_ops(OpTable& table);      // RNN, GRU, LSTM (unrolled)
+void register_rnn_ops(OpTable& table);      // RNN, GRU, LSTM
 void register_control_ops(OpTable& table);  // If
 void register_quantize_ops(OpTable& table);  // QuantizeLinear, QLinear*, *Integer (in f32)
 

@@ -2,7 +2,7 @@
 // selects between them (where), as kiln::cond traces; a condition known at import picks one
 // branch. Loop is unrolled at import while its trip count and conditions are known, and runs as a
 // while_loop from where they are not (without scan outputs, whose size that would decide). Scan is
-// unrolled over a static sequence length.
+// unrolled over a static sequence length and runs as a while_loop over a symbolic one.
 #include <algorithm>
 
 #include "core/onnx/import_context.h"
@@ -171,6 +171,111 @@ void map_loop(N& n) {
   }
 }
 
+// One element of `whole` along `axis`: index `at` (an i64 scalar), without that axis.
+Value* element_at(N& b, Value* whole, int64_t axis, Value* at) {
+  Value* picked = b.emit(OpKind::IndexSelect, {whole, b.reshape(at, {1})}, {{"dim", axis}});
+  Shape s = whole->type.shape;
+  s.erase(s.begin() + axis);
+  return b.reshape(picked, s);
+}
+
+// Step t's index into a sequence of `length` read or written in direction `reverse`.
+Value* step_index(N& b, Value* t, Value* length, bool reverse) {
+  if (!reverse) return t;
+  return b.emit(OpKind::Sub, {b.emit(OpKind::Sub, {length, b.scalar(1, DType::I64)}), t});
+}
+
+// A Scan over a symbolic sequence length, as one while_loop. Operands: carried (the step t, the
+// states, each scan output so far), then the scan inputs, the length, the positions 0..length-1
+// and the enclosing values the body reads. Each iteration reads its element of every scan input
+// with index_select, and writes each scan output's element at its position with where (a pass
+// over the whole output per step). The scan outputs' element types come from a first import.
+void scan_on_device(N& n, const std::vector<Value*>& states, const std::vector<Value*>& scans,
+                    const std::vector<int64_t>& axes, const std::vector<int64_t>& in_dirs, const SymInt& length) {
+  for (size_t i = 1; i < scans.size(); ++i)
+    if (!(scans[i]->type.shape[size_t(axes[i])] == length))
+      n.unsupported("scan inputs of lengths " + length.str() + " and " + scans[i]->type.shape[size_t(axes[i])].str());
+  std::vector<TensorType> formal;
+  for (Value* s : states) formal.push_back(s->type);
+  for (size_t i = 0; i < scans.size(); ++i) {
+    TensorType t = scans[i]->type;
+    t.shape.erase(t.shape.begin() + axes[i]);
+    formal.push_back(t);
+  }
+  const NodeContext::Subgraph first = n.import_subgraph_as_graph("body", formal, std::vector<TensorType>{});
+  const Graph& probe = *first.graph;
+  if (probe.outputs().size() < states.size()) n.fail("the body gives fewer outputs than the states");
+  const size_t out_count = probe.outputs().size() - states.size();
+  const std::vector<int64_t> out_axes = n.attr_ints("scan_output_axes", std::vector<int64_t>(out_count, 0));
+  const std::vector<int64_t> out_dirs = n.attr_ints("scan_output_directions", std::vector<int64_t>(out_count, 0));
+  if (out_axes.size() != out_count || out_dirs.size() != out_count)
+    n.fail("scan_output_axes and scan_output_directions need " + std::to_string(out_count) + " entries");
+
+  std::vector<Value*> operands = {scalar_i64(n, 0)};
+  operands.insert(operands.end(), states.begin(), states.end());
+  std::vector<int64_t> stack_axes;
+  for (size_t k = 0; k < out_count; ++k) {
+    const TensorType& e = probe.outputs()[states.size() + k]->type;
+    const int64_t rank = int64_t(e.rank()) + 1;
+    stack_axes.push_back(normalize_axis_or(n, out_axes[k], rank));
+    Shape whole = e.shape;
+    whole.insert(whole.begin() + stack_axes[k], length);
+    operands.push_back(n.emit(OpKind::Expand, {n.scalar(0, e.dtype)}, {{"shape", whole}}));
+  }
+  const size_t carried = operands.size();
+  operands.insert(operands.end(), scans.begin(), scans.end());
+  operands.push_back(n.shape_value({DType::I64, true, {length}}));
+  operands.push_back(n.emit(OpKind::Arange, {}, {{"count", Shape{length}}}));
+  const size_t at_length = carried + scans.size(), at_positions = at_length + 1;
+  std::vector<TensorType> leading;
+  for (Value* v : operands) leading.push_back(v->type);
+
+  NodeContext::Subgraph body = n.import_subgraph_as_graph("body", leading, [&](N& b, const std::vector<Value*>& in) {
+    std::vector<Value*> formal_values(in.begin() + 1, in.begin() + 1 + long(states.size()));
+    for (size_t i = 0; i < scans.size(); ++i)
+      formal_values.push_back(
+          element_at(b, in[carried + i], axes[i], step_index(b, in[0], in[at_length], in_dirs[i] != 0)));
+    return formal_values;
+  });
+  Graph& g = *body.graph;
+  ImportContext body_values = n.context_for(g);
+  N b = n.within(body_values);
+  const std::vector<Value*> in = g.inputs();
+  const std::vector<Value*> produced = g.outputs();
+  std::vector<Value*> results = {b.emit(OpKind::Add, {in[0], scalar_i64(b, 1)})};
+  for (size_t k = 0; k < states.size(); ++k) {
+    if (!same_type(produced[k]->type, states[k]->type))
+      n.unsupported("state " + std::to_string(k) + " is " + states[k]->type.str() + " before the body and " +
+                    produced[k]->type.str() + " after it; a Scan run as a loop keeps each state's type");
+    results.push_back(produced[k]);
+  }
+  for (size_t k = 0; k < out_count; ++k) {
+    Value* so_far = in[1 + states.size() + k];
+    const int64_t axis = stack_axes[k];
+    Shape column(so_far->type.rank(), SymInt(1));  // the positions along the stacking axis
+    column[size_t(axis)] = length;
+    Value* here = b.emit(OpKind::Eq, {b.reshape(in[at_positions], column),
+                                      step_index(b, in[0], in[at_length], out_dirs[k] != 0)});
+    Shape one = produced[states.size() + k]->type.shape;
+    one.insert(one.begin() + axis, SymInt(1));
+    results.push_back(b.emit(OpKind::Where, {here, b.reshape(produced[states.size() + k], one), so_far}));
+  }
+  g.set_outputs(results);
+
+  auto cond = std::make_shared<Graph>();  // t < length
+  std::vector<Value*> cond_in;
+  for (Value* v : operands) cond_in.push_back(cond->add_input(v->type));
+  for (Value* v : body.captured) cond_in.push_back(cond->add_input(v->type));
+  cond->set_outputs({cond->add_node(OpKind::Lt, {cond_in[0], cond_in[at_length]}, {}, n.provenance())->output()});
+
+  operands.insert(operands.end(), body.captured.begin(), body.captured.end());
+  const AttrMap attrs = {{"carried", int64_t(carried)},
+                         {"cond", std::shared_ptr<const Graph>(cond)},
+                         {"body", std::shared_ptr<const Graph>(body.graph)}};
+  const std::vector<Value*> out = n.emit_multi(OpKind::WhileLoop, operands, attrs);
+  for (size_t k = 0; k + 1 < carried; ++k) n.set_output(k, out[1 + k]);
+}
+
 void map_scan(N& n) {
   if (n.opset() < 9) n.unsupported("Scan before opset 9 (with a batch axis and sequence_lens)");
   const size_t scan_count = size_t(n.attr_int("num_scan_inputs", 0));
@@ -188,7 +293,7 @@ void map_scan(N& n) {
     if (scans[i]->type.rank() == 0)
       n.fail("scan input " + std::to_string(i) + " is a scalar, it needs an axis");
   const SymInt& length = scans[0]->type.shape[size_t(axes[0])];
-  if (!length.is_static()) n.unsupported("Scan over a symbolic sequence length (kiln unrolls it)");
+  if (!length.is_static()) return scan_on_device(n, states, scans, axes, in_dirs, length);
   check_unroll(n, length.value());
   std::vector<std::vector<Value*>> outs;
   for (int64_t t = 0; t < length.value(); ++t) {

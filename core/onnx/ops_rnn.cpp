@@ -1,9 +1,11 @@
-// ONNX recurrent ops (RNN, GRU, LSTM) unrolled over their static sequence into kiln ops: one
-// matmul for every step's input projection, then per step a matmul with the recurrence weights,
-// split into gates, activations and the state update. Directions forward, reverse and
-// bidirectional, both layouts, initial states, LSTM peepholes, clip and input_forget.
+// ONNX recurrent ops (RNN, GRU, LSTM) as kiln ops: one matmul for every step's input projection,
+// then per step a matmul with the recurrence weights, split into gates, activations and the state
+// update. A static sequence is unrolled; a symbolic one (a model exported with a dynamic sequence
+// axis) runs the step as a while_loop's body. Directions forward, reverse and bidirectional, both
+// layouts, initial states, LSTM peepholes, clip and input_forget.
 #include <algorithm>
 #include <cctype>
+#include <functional>
 
 #include "core/onnx/import_context.h"
 
@@ -93,11 +95,31 @@ Value* activate(N& n, const Activation& a, Value* x) {
   return n.emit(OpKind::Add, {n.emit(OpKind::Relu, {x}), l});
 }
 
+// One direction of a recurrence: what its steps read, and the step.
+struct Cell {
+  Value* xw = nullptr;          // X W^T (+ bias) for every step: [seq, batch, gates*hidden]
+  std::vector<Value*> weights;  // what each step reads besides its input and the states; may hold nulls
+  std::vector<Value*> states;   // the initial states, each [batch, hidden]: h (and c)
+  // One step emitted through `n`: its input [batch, gates*hidden], then the states and the
+  // weights as values of n's graph. Returns the next states, h first.
+  std::function<std::vector<Value*>(N& n, Value* x, const std::vector<Value*>& states,
+                                    const std::vector<Value*>& weights)>
+      step;
+};
+
+// What one direction gives: its part of Y, [seq, 1, batch, hidden] (null when Y is not an
+// output), and its final states.
+struct Ran {
+  Value* y = nullptr;
+  std::vector<Value*> finals;
+};
+
 // The recurrent ops' shared frame: operands in [seq, batch, ...] order, per-direction slices.
+// A static sequence is unrolled; a symbolic one runs as a while_loop.
 struct Recurrence {
   N& n;
-  int64_t hidden = 0, gates = 0, seq = 0;
-  SymInt batch;
+  int64_t hidden = 0, gates = 0;
+  SymInt seq, batch;
   size_t num_dir = 1;
   bool reverse_only = false;  // direction "reverse"; bidirectional's second one is reverse too
   bool batch_first = false;
@@ -121,9 +143,7 @@ struct Recurrence {
     if (!is_floating(dtype)) n.unsupported("element type " + std::string(dtype_name(dtype)));
     if (x->type.rank() != 3) n.fail("X must have rank 3, has " + x->type.str());
     if (batch_first) x = n.emit(OpKind::Permute, {x}, {{"dims", Ints{1, 0, 2}}});
-    const SymInt& s = x->type.shape[0];
-    if (!s.is_static()) n.unsupported("a symbolic sequence length (the sequence is unrolled)");
-    seq = s.value();
+    seq = x->type.shape[0];
     batch = x->type.shape[1];
     check_sequence_lens();
   }
@@ -152,10 +172,11 @@ struct Recurrence {
   // Sequences shorter than the input would need per-batch masking; only full lengths import.
   void check_sequence_lens() {
     if (!n.has_input(4)) return;
+    if (!seq.is_static()) n.unsupported("sequence_lens with a symbolic sequence length " + seq.str());
     for (int64_t len : n.constant_ints(4, "sequence_lens"))
-      if (len != seq)
-        n.unsupported("sequence_lens " + std::to_string(len) + " shorter than the sequence (" +
-                      std::to_string(seq) + "): variable lengths are not unrolled");
+      if (len != seq.value())
+        n.unsupported("sequence_lens " + std::to_string(len) + " shorter than the sequence (" + seq.str() +
+                      "): variable lengths are not masked");
   }
 
   // Direction d of a [num_dir, ...] operand, without its leading dim.
@@ -191,25 +212,19 @@ struct Recurrence {
     return direction(h, d);
   }
 
-  // X W^T (+ bias) for every step: [seq, batch, cols] split into `seq` values of [batch, cols].
-  std::vector<Value*> input_projection(Value* w_t, Value* bias) {
+  // X W^T (+ bias) for every step: [seq, batch, cols], one matmul.
+  Value* input_projection(Value* w_t, Value* bias) {
     Value* xw = n.emit(OpKind::MatMul, {x, w_t});
-    if (bias) xw = n.emit(OpKind::Add, {xw, bias});
-    std::vector<Value*> steps = {xw};
-    if (seq > 1)
-      steps = n.emit_multi(OpKind::Split, {xw},
-                           {{"dim", int64_t(0)}, {"sizes", Ints(static_cast<size_t>(seq), 1)}});
-    const SymInt cols = xw->type.shape[2];
-    for (Value*& s : steps) s = n.reshape(s, {batch, cols});
-    return steps;
+    return bias ? n.emit(OpKind::Add, {xw, bias}) : xw;
   }
 
-  Value* clipped(Value* v) {
-    return clip > 0 ? n.emit(OpKind::Clip, {v}, {{"min", -clip}, {"max", clip}}) : v;
+  // The step's ops go through `b`: the node's context over the graph the step is built in.
+  Value* clipped(N& b, Value* v) const {
+    return clip > 0 ? b.emit(OpKind::Clip, {v}, {{"min", -clip}, {"max", clip}}) : v;
   }
 
-  std::vector<Value*> split_gates(Value* v, int64_t count) {
-    return n.emit_multi(OpKind::Split, {v},
+  std::vector<Value*> split_gates(N& b, Value* v, int64_t count) const {
+    return b.emit_multi(OpKind::Split, {v},
                         {{"dim", int64_t(1)}, {"sizes", Ints(static_cast<size_t>(count), hidden)}});
   }
 
@@ -230,35 +245,105 @@ struct Recurrence {
     return parts[0];
   }
 
-  // Outputs: Y from every direction's per-time-step states, Y_h (and Y_c) from the final ones.
-  void set_outputs(const std::vector<std::vector<Value*>>& states,
-                   const std::vector<std::vector<Value*>>& finals) {
+  Ran run(const Cell& cell, size_t d) { return seq.is_static() ? unroll(cell, d) : loop(cell, d); }
+
+  // Direction d over a static sequence: the step emitted once per time step.
+  Ran unroll(const Cell& cell, size_t d) {
+    const int64_t steps = seq.value();
+    std::vector<Value*> inputs = {cell.xw};
+    if (steps > 1)
+      inputs = n.emit_multi(OpKind::Split, {cell.xw},
+                            {{"dim", int64_t(0)}, {"sizes", Ints(static_cast<size_t>(steps), 1)}});
+    const SymInt cols = cell.xw->type.shape[2];
+    std::vector<Value*> rows(static_cast<size_t>(steps), nullptr);
+    std::vector<Value*> states = cell.states;
+    for (int64_t i = 0; i < steps; ++i) {
+      const size_t t = size_t(is_reverse(d) ? steps - 1 - i : i);  // the time step visited i-th
+      states = cell.step(n, n.reshape(inputs[t], {batch, cols}), states, cell.weights);
+      rows[t] = n.reshape(states[0], {1, 1, batch, hidden});
+    }
+    Ran out;
+    out.finals = states;
+    if (n.has_output(0) && steps > 0) out.y = concat(rows, 0);
+    return out;
+  }
+
+  // Direction d over a symbolic sequence, as one while_loop. Operands: carried (the step count t,
+  // the states, and Y's part so far when Y is an output), then X W^T, the sequence length, each
+  // time step's index as [seq, 1, 1], and the weights. Each iteration reads its time step's input
+  // with index_select and writes its h into Y's part with where, at seq elements per row.
+  Ran loop(const Cell& cell, size_t d) {
+    const bool want_y = n.has_output(0);
+    std::vector<Value*> operands = {n.scalar(0, DType::I64)};
+    operands.insert(operands.end(), cell.states.begin(), cell.states.end());
+    if (want_y)
+      operands.push_back(n.emit(OpKind::Expand, {n.scalar(0, dtype)}, {{"shape", Shape{seq, batch, hidden}}}));
+    const size_t carried = operands.size();
+    operands.push_back(cell.xw);
+    operands.push_back(n.shape_value({DType::I64, true, {seq}}));
+    operands.push_back(n.reshape(n.emit(OpKind::Arange, {}, {{"count", Shape{seq}}}), {seq, 1, 1}));
+    for (Value* w : cell.weights)
+      if (w) operands.push_back(w);
+
+    auto body = std::make_shared<Graph>();
+    ImportContext body_values = n.context_for(*body);
+    N b = n.within(body_values);
+    std::vector<Value*> in;
+    for (Value* v : operands) in.push_back(body->add_input(v->type));
+    Value* t = in[0];
+    Value* length = in[carried + 1];
+    Value* at = t;  // the time step this iteration visits
+    if (is_reverse(d)) at = b.emit(OpKind::Sub, {b.emit(OpKind::Sub, {length, b.scalar(1, DType::I64)}), t});
+    Value* input = b.emit(OpKind::IndexSelect, {in[carried], b.reshape(at, {1})}, {{"dim", int64_t(0)}});
+    input = b.reshape(input, {batch, cell.xw->type.shape[2]});
+    std::vector<Value*> weights;
+    size_t next_weight = carried + 3;
+    for (Value* w : cell.weights) weights.push_back(w ? in[next_weight++] : nullptr);
+    const std::vector<Value*> states(in.begin() + 1, in.begin() + 1 + long(cell.states.size()));
+    const std::vector<Value*> next = cell.step(b, input, states, weights);
+    std::vector<Value*> results = {b.emit(OpKind::Add, {t, b.scalar(1, DType::I64)})};
+    results.insert(results.end(), next.begin(), next.end());
+    if (want_y) {
+      Value* here = b.emit(OpKind::Eq, {in[carried + 2], at});
+      results.push_back(b.emit(OpKind::Where, {here, b.reshape(next[0], {1, batch, hidden}), in[carried - 1]}));
+    }
+    body->set_outputs(results);
+
+    auto cond = std::make_shared<Graph>();  // t < seq
+    std::vector<Value*> cond_in;
+    for (Value* v : operands) cond_in.push_back(cond->add_input(v->type));
+    cond->set_outputs({cond->add_node(OpKind::Lt, {cond_in[0], cond_in[carried + 1]}, {}, n.provenance())->output()});
+
+    const AttrMap attrs = {{"carried", int64_t(carried)},
+                           {"cond", std::shared_ptr<const Graph>(cond)},
+                           {"body", std::shared_ptr<const Graph>(body)}};
+    const std::vector<Value*> out = n.emit_multi(OpKind::WhileLoop, operands, attrs);
+    Ran ran;
+    ran.finals.assign(out.begin() + 1, out.begin() + 1 + long(cell.states.size()));
+    if (want_y) ran.y = n.reshape(out[carried - 1], {seq, 1, batch, hidden});
+    return ran;
+  }
+
+  // Outputs: Y from every direction's part, Y_h (and Y_c) from the final states.
+  void set_outputs(const std::vector<Ran>& dirs) {
     if (n.has_output(0)) {
-      std::vector<Value*> dirs;
-      for (const std::vector<Value*>& per_step : states) {
-        std::vector<Value*> rows;
-        for (Value* h : per_step) rows.push_back(n.reshape(h, {1, 1, batch, hidden}));
-        dirs.push_back(concat(rows, 0));
+      std::vector<Value*> parts;
+      for (const Ran& r : dirs) {
+        if (!r.y) n.unsupported("Y of a sequence of length 0");
+        parts.push_back(r.y);
       }
-      Value* y = concat(dirs, 1);
+      Value* y = concat(parts, 1);
       if (batch_first) y = n.emit(OpKind::Permute, {y}, {{"dims", Ints{2, 0, 1, 3}}});
       n.set_output(0, y);
     }
-    for (size_t k = 0; k < finals.size(); ++k) {
+    for (size_t k = 0; k < dirs[0].finals.size(); ++k) {
       if (!n.has_output(k + 1)) continue;
-      std::vector<Value*> dirs;
-      for (Value* h : finals[k]) dirs.push_back(n.reshape(h, {1, batch, hidden}));
-      Value* y = concat(dirs, 0);
+      std::vector<Value*> parts;
+      for (const Ran& r : dirs) parts.push_back(n.reshape(r.finals[k], {1, batch, hidden}));
+      Value* y = concat(parts, 0);
       if (batch_first) y = n.emit(OpKind::Permute, {y}, {{"dims", Ints{1, 0, 2}}});
       n.set_output(k + 1, y);
     }
-  }
-
-  // Time steps in the order direction d visits them.
-  Ints order(size_t d) const {
-    Ints t(static_cast<size_t>(seq));
-    for (int64_t i = 0; i < seq; ++i) t[size_t(i)] = is_reverse(d) ? seq - 1 - i : i;
-    return t;
   }
 };
 
@@ -270,25 +355,26 @@ std::pair<Value*, Value*> biases(Recurrence& r, size_t d) {
   return {r.columns(b, 0, g), r.columns(b, g, 2 * g)};
 }
 
+using States = std::vector<Value*>;
+
 void map_rnn(N& n) {
   Recurrence r(n, 1);
   const std::vector<Activation> acts = activations(n, {"Tanh"}, r.num_dir);
-  std::vector<std::vector<Value*>> states(r.num_dir), finals(1);
+  std::vector<Ran> dirs;
   for (size_t d = 0; d < r.num_dir; ++d) {
     auto [wb, rb] = biases(r, d);
     Value* bias = wb ? n.emit(OpKind::Add, {wb, rb}) : nullptr;
-    std::vector<Value*> xw = r.input_projection(r.transpose(r.direction(n.input(1), d)), bias);
-    Value* r_t = r.transpose(r.direction(n.input(2), d));
-    Value* h = r.initial(5, d);
-    states[d].assign(size_t(r.seq), nullptr);
-    for (int64_t t : r.order(d)) {
-      Value* pre = n.emit(OpKind::Add, {xw[size_t(t)], n.emit(OpKind::MatMul, {h, r_t})});
-      h = activate(n, acts[d], r.clipped(pre));
-      states[d][size_t(t)] = h;
-    }
-    finals[0].push_back(h);
+    Cell cell;
+    cell.xw = r.input_projection(r.transpose(r.direction(n.input(1), d)), bias);
+    cell.weights = {r.transpose(r.direction(n.input(2), d))};
+    cell.states = {r.initial(5, d)};
+    cell.step = [&r, act = acts[d]](N& b, Value* x, const States& s, const States& w) {
+      Value* pre = b.emit(OpKind::Add, {x, b.emit(OpKind::MatMul, {s[0], w[0]})});
+      return States{activate(b, act, r.clipped(b, pre))};
+    };
+    dirs.push_back(r.run(cell, d));
   }
-  r.set_outputs(states, finals);
+  r.set_outputs(dirs);
 }
 
 void map_gru(N& n) {
@@ -296,10 +382,8 @@ void map_gru(N& n) {
   const std::vector<Activation> acts = activations(n, {"Sigmoid", "Tanh"}, r.num_dir);
   const bool linear_before_reset = n.attr_int("linear_before_reset", 0) != 0;
   const int64_t H = r.hidden;
-  std::vector<std::vector<Value*>> states(r.num_dir), finals(1);
+  std::vector<Ran> dirs;
   for (size_t d = 0; d < r.num_dir; ++d) {
-    const Activation& f = acts[2 * d];
-    const Activation& g = acts[2 * d + 1];
     auto [wb, rb] = biases(r, d);
     // z and r take both biases at once; h's recurrence bias goes inside the reset product.
     Value* bias = nullptr;
@@ -309,34 +393,35 @@ void map_gru(N& n) {
       bias = n.emit(OpKind::Concat, {zr, r.columns(wb, 2 * H, 3 * H)}, {{"dim", int64_t(0)}});
       rb_h = r.columns(rb, 2 * H, 3 * H);
     }
-    std::vector<Value*> xw = r.input_projection(r.transpose(r.direction(n.input(1), d)), bias);
+    Cell cell;
+    cell.xw = r.input_projection(r.transpose(r.direction(n.input(1), d)), bias);
     Value* rw_t = r.transpose(r.direction(n.input(2), d));  // [H, 3H]
-    Value* r_zr = r.columns(rw_t, 0, 2 * H);
-    Value* r_h = r.columns(rw_t, 2 * H, 3 * H);
-    Value* h = r.initial(5, d);
-    states[d].assign(size_t(r.seq), nullptr);
-    for (int64_t t : r.order(d)) {
-      std::vector<Value*> x_gates = r.split_gates(xw[size_t(t)], 3);
-      std::vector<Value*> h_zr = r.split_gates(n.emit(OpKind::MatMul, {h, r_zr}), 2);
-      Value* z = activate(n, f, r.clipped(n.emit(OpKind::Add, {x_gates[0], h_zr[0]})));
-      Value* reset = activate(n, f, r.clipped(n.emit(OpKind::Add, {x_gates[1], h_zr[1]})));
+    cell.weights = {r.columns(rw_t, 0, 2 * H), r.columns(rw_t, 2 * H, 3 * H), rb_h};
+    cell.states = {r.initial(5, d)};
+    cell.step = [&r, f = acts[2 * d], g = acts[2 * d + 1], linear_before_reset](N& b, Value* x, const States& s,
+                                                                                  const States& w) {
+      Value* h = s[0];
+      Value *r_zr = w[0], *r_h = w[1], *rb_h = w[2];
+      std::vector<Value*> x_gates = r.split_gates(b, x, 3);
+      std::vector<Value*> h_zr = r.split_gates(b, b.emit(OpKind::MatMul, {h, r_zr}), 2);
+      Value* z = activate(b, f, r.clipped(b, b.emit(OpKind::Add, {x_gates[0], h_zr[0]})));
+      Value* reset = activate(b, f, r.clipped(b, b.emit(OpKind::Add, {x_gates[1], h_zr[1]})));
       Value* rec;
       if (linear_before_reset) {
-        rec = n.emit(OpKind::MatMul, {h, r_h});
-        if (rb_h) rec = n.emit(OpKind::Add, {rec, rb_h});
-        rec = n.emit(OpKind::Mul, {reset, rec});
+        rec = b.emit(OpKind::MatMul, {h, r_h});
+        if (rb_h) rec = b.emit(OpKind::Add, {rec, rb_h});
+        rec = b.emit(OpKind::Mul, {reset, rec});
       } else {
-        rec = n.emit(OpKind::MatMul, {n.emit(OpKind::Mul, {reset, h}), r_h});
-        if (rb_h) rec = n.emit(OpKind::Add, {rec, rb_h});
+        rec = b.emit(OpKind::MatMul, {b.emit(OpKind::Mul, {reset, h}), r_h});
+        if (rb_h) rec = b.emit(OpKind::Add, {rec, rb_h});
       }
-      Value* cand = activate(n, g, r.clipped(n.emit(OpKind::Add, {x_gates[2], rec})));
-      Value* one_minus_z = n.emit(OpKind::Sub, {n.scalar(1, r.dtype), z});
-      h = n.emit(OpKind::Add, {n.emit(OpKind::Mul, {one_minus_z, cand}), n.emit(OpKind::Mul, {z, h})});
-      states[d][size_t(t)] = h;
-    }
-    finals[0].push_back(h);
+      Value* cand = activate(b, g, r.clipped(b, b.emit(OpKind::Add, {x_gates[2], rec})));
+      Value* one_minus_z = b.emit(OpKind::Sub, {b.scalar(1, r.dtype), z});
+      return States{b.emit(OpKind::Add, {b.emit(OpKind::Mul, {one_minus_z, cand}), b.emit(OpKind::Mul, {z, h})})};
+    };
+    dirs.push_back(r.run(cell, d));
   }
-  r.set_outputs(states, finals);
+  r.set_outputs(dirs);
 }
 
 void map_lstm(N& n) {
@@ -344,48 +429,42 @@ void map_lstm(N& n) {
   const std::vector<Activation> acts = activations(n, {"Sigmoid", "Tanh", "Tanh"}, r.num_dir);
   const bool input_forget = n.attr_int("input_forget", 0) != 0;
   const int64_t H = r.hidden;
-  std::vector<std::vector<Value*>> states(r.num_dir), finals(2);
+  std::vector<Ran> dirs;
   for (size_t d = 0; d < r.num_dir; ++d) {
-    const Activation& f = acts[3 * d];
-    const Activation& g = acts[3 * d + 1];
-    const Activation& h_act = acts[3 * d + 2];
     auto [wb, rb] = biases(r, d);
     Value* bias = wb ? n.emit(OpKind::Add, {wb, rb}) : nullptr;
-    std::vector<Value*> xw = r.input_projection(r.transpose(r.direction(n.input(1), d)), bias);
-    Value* r_t = r.transpose(r.direction(n.input(2), d));  // [H, 4H], gates i, o, f, c
-    Value *p_i = nullptr, *p_o = nullptr, *p_f = nullptr;
+    Cell cell;
+    cell.xw = r.input_projection(r.transpose(r.direction(n.input(1), d)), bias);
+    cell.weights = {r.transpose(r.direction(n.input(2), d)), nullptr, nullptr, nullptr};  // [H, 4H]: i, o, f, c
     if (n.has_input(7)) {
-      Value* p = r.direction(n.input(7), d);  // [3H]: i, o, f
-      p_i = r.columns(p, 0, H);
-      p_o = r.columns(p, H, 2 * H);
-      p_f = r.columns(p, 2 * H, 3 * H);
+      Value* p = r.direction(n.input(7), d);  // peepholes [3H]: i, o, f
+      cell.weights = {cell.weights[0], r.columns(p, 0, H), r.columns(p, H, 2 * H), r.columns(p, 2 * H, 3 * H)};
     }
-    Value* h = r.initial(5, d);
-    Value* c = r.initial(6, d);
-    states[d].assign(size_t(r.seq), nullptr);
-    for (int64_t t : r.order(d)) {
-      Value* pre = n.emit(OpKind::Add, {xw[size_t(t)], n.emit(OpKind::MatMul, {h, r_t})});
-      std::vector<Value*> gate = r.split_gates(pre, 4);
-      Value* i_pre = p_i ? n.emit(OpKind::Add, {gate[0], n.emit(OpKind::Mul, {p_i, c})}) : gate[0];
-      Value* i = activate(n, f, r.clipped(i_pre));
+    cell.states = {r.initial(5, d), r.initial(6, d)};
+    cell.step = [&r, f = acts[3 * d], g = acts[3 * d + 1], h_act = acts[3 * d + 2], input_forget](
+                    N& b, Value* x, const States& s, const States& w) {
+      Value *h = s[0], *c = s[1];
+      Value *p_i = w[1], *p_o = w[2], *p_f = w[3];
+      Value* pre = b.emit(OpKind::Add, {x, b.emit(OpKind::MatMul, {h, w[0]})});
+      std::vector<Value*> gate = r.split_gates(b, pre, 4);
+      Value* i_pre = p_i ? b.emit(OpKind::Add, {gate[0], b.emit(OpKind::Mul, {p_i, c})}) : gate[0];
+      Value* i = activate(b, f, r.clipped(b, i_pre));
       Value* forget;
       if (input_forget) {
-        forget = n.emit(OpKind::Sub, {n.scalar(1, r.dtype), i});
+        forget = b.emit(OpKind::Sub, {b.scalar(1, r.dtype), i});
       } else {
-        Value* f_pre = p_f ? n.emit(OpKind::Add, {gate[2], n.emit(OpKind::Mul, {p_f, c})}) : gate[2];
-        forget = activate(n, f, r.clipped(f_pre));
+        Value* f_pre = p_f ? b.emit(OpKind::Add, {gate[2], b.emit(OpKind::Mul, {p_f, c})}) : gate[2];
+        forget = activate(b, f, r.clipped(b, f_pre));
       }
-      Value* cand = activate(n, g, r.clipped(gate[3]));
-      c = n.emit(OpKind::Add, {n.emit(OpKind::Mul, {forget, c}), n.emit(OpKind::Mul, {i, cand})});
-      Value* o_pre = p_o ? n.emit(OpKind::Add, {gate[1], n.emit(OpKind::Mul, {p_o, c})}) : gate[1];
-      Value* o = activate(n, f, r.clipped(o_pre));
-      h = n.emit(OpKind::Mul, {o, activate(n, h_act, c)});
-      states[d][size_t(t)] = h;
-    }
-    finals[0].push_back(h);
-    finals[1].push_back(c);
+      Value* cand = activate(b, g, r.clipped(b, gate[3]));
+      c = b.emit(OpKind::Add, {b.emit(OpKind::Mul, {forget, c}), b.emit(OpKind::Mul, {i, cand})});
+      Value* o_pre = p_o ? b.emit(OpKind::Add, {gate[1], b.emit(OpKind::Mul, {p_o, c})}) : gate[1];
+      Value* o = activate(b, f, r.clipped(b, o_pre));
+      return States{b.emit(OpKind::Mul, {o, activate(b, h_act, c)}), c};
+    };
+    dirs.push_back(r.run(cell, d));
   }
-  r.set_outputs(states, finals);
+  r.set_outputs(dirs);
 }
 
 }  // namespace

@@ -277,10 +277,14 @@ DYNAMIC_MODELS = {
                                  {0: "batch", 1: "seq"}, 14, True),
     "transformer_encoder_dynamic": (lambda: Encoder(), [[1, 10, 64], [4, 10, 64], [2, 23, 64]],
                                     {0: "batch", 1: "seq"}, 14, True),
-    # The recurrent nets unroll over time at import, so their sequence length stays static.
+    # The recurrent nets with a static sequence unroll over time at import; with a dynamic one
+    # (*_seq_dynamic) each layer and direction runs as a while_loop.
     "lstm_dynamic": (lambda: Lstm(), [[1, 16, 32], [5, 16, 32], [3, 16, 32]], {0: "batch"}, 14, True),
     "gru_bidirectional_dynamic": (lambda: BiGru(), [[1, 12, 16], [4, 12, 16], [2, 12, 16]],
                                   {0: "batch"}, 14, True),
+    "lstm_seq_dynamic": (lambda: Lstm(), [[1, 16, 32], [5, 9, 32], [3, 23, 32]], {0: "batch", 1: "seq"}, 14, True),
+    "gru_bidirectional_seq_dynamic": (lambda: BiGru(), [[1, 12, 16], [4, 5, 16], [2, 17, 16]],
+                                      {0: "batch", 1: "seq"}, 14, True),
     "channel_shuffle_dynamic": (lambda: ChannelShuffleNet(), [[1, 3, 16, 16], [4, 3, 16, 16], [7, 3, 16, 16]],
                                 {0: "batch"}, 14, True),
     "audio_conv1d_dynamic": (lambda: AudioConv1d(), [[1, 1, 800], [4, 1, 800], [3, 1, 1600]],

@@ -34,13 +34,23 @@ struct Batch : testing::CudaBatch {
   std::vector<std::string> models;
 };
 
-void add_fused_kernels(Graph graph, const std::string& name, Batch& b) {
+// A while_loop's cond and body compile as programs of their own (segmented_program.h): their
+// kernels are taken from the subgraphs, fused on their own.
+void add_graph_kernels(Graph graph, Batch& b) {
   run_pipeline(graph, standard_pipeline());
   for (const FusionGroup& g : fuse_graph(graph)) {
     if (g.kind == FusionKind::Constant) continue;
+    if (g.nodes.size() == 1 && g.nodes[0]->kind == OpKind::WhileLoop) {
+      for (const char* part : {"cond", "body"}) add_graph_kernels(g.nodes[0]->attrs.get_graph(part).clone(), b);
+      continue;
+    }
     for (const kernel::LoweredOp::Step& step : kernel::lower_group(g.nodes, g.outputs).op.steps)
       b.add(step.kernel.kernel);
   }
+}
+
+void add_fused_kernels(Graph graph, const std::string& name, Batch& b) {
+  add_graph_kernels(std::move(graph), b);
   b.models.push_back(name);
 }
 

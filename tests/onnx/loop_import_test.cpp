@@ -1,7 +1,7 @@
-// ONNX Loop whose iterations are not known at import: it runs as one while_loop node, on every
-// device, eagerly and compiled, against the loop computed by hand. The body reads a value from the
-// enclosing graph (captured) and a constant from it (copied in); Loops still unrolled at import
-// keep doing so.
+// ONNX Loop whose iterations are not known at import, and Scan over a symbolic sequence length:
+// each runs as one while_loop node, on every device, eagerly and compiled, against the loop
+// computed by hand. The bodies read a value from the enclosing graph (captured), the Loop's a
+// constant from it too (copied in); Loops and Scans known at import keep unrolling.
 #include <gtest/gtest.h>
 
 #include <kiln/kiln.h>
@@ -124,6 +124,104 @@ TEST(OnnxLoop, AConditionKnownAtImportStillUnrolls) {
   const ImportedModel m = import_onnx(loop_model("loop_known", false, 1000, {1, 2, 3}, {2, 2, 2}));
   EXPECT_FALSE(has_while_loop(m.graph));
   EXPECT_EQ(run_model(m, {}, Device::cpu()).at(0).to_vector<float>(), by_hand({1, 2, 3}, {2, 2, 2}, 1000));
+}
+
+// Scan(s0, xs) over xs [seq, 2] (seq symbolic unless `length` is given), whose body is
+// s <- s + x * w, scan outputs (s, x * w): w is a graph input the body reads from outside.
+// `reverse_in`: xs is read from its end; `reverse_out`: the first scan output is stacked from its end.
+std::string scan_model(const std::string& name, bool reverse_in, bool reverse_out, int64_t length = 0) {
+  ModelBuilder b(16);
+  b.input("s0", {2});
+  b.input("xs", {length, 2}, {length ? "" : "seq", ""});
+  b.input("w", {2});
+  auto* scan = b.node("Scan", "scan", {"s0", "xs"}, {"s", "ys", "products"});
+  ModelBuilder::attr_int(scan, "num_scan_inputs", 1);
+  ModelBuilder::attr_ints(scan, "scan_input_directions", {reverse_in ? 1 : 0});
+  ModelBuilder::attr_ints(scan, "scan_output_directions", {reverse_out ? 1 : 0, 0});
+  auto* a = scan->add_attribute();
+  a->set_name("body");
+  a->set_type(kiln_onnx::AttributeProto::GRAPH);
+  kiln_onnx::GraphProto* body = a->mutable_g();
+  body->set_name("scan_body");
+  auto declare = [](google::protobuf::RepeatedPtrField<kiln_onnx::ValueInfoProto>* list, const std::string& n) {
+    auto* vi = list->Add();
+    vi->set_name(n);
+    auto* tt = vi->mutable_type()->mutable_tensor_type();
+    tt->set_elem_type(P::FLOAT);
+    tt->mutable_shape()->add_dim()->set_dim_value(2);
+  };
+  declare(body->mutable_input(), "s_in");
+  declare(body->mutable_input(), "x");
+  auto add = [&](const std::string& op, const std::vector<std::string>& in, const std::string& out) {
+    auto* n = body->add_node();
+    n->set_op_type(op);
+    n->set_name("body_" + out);
+    for (const auto& s : in) n->add_input(s);
+    n->add_output(out);
+  };
+  add("Mul", {"x", "w"}, "xw");
+  add("Add", {"s_in", "xw"}, "s_out");
+  add("Identity", {"s_out"}, "y");
+  for (const char* out : {"s_out", "y", "xw"}) declare(body->mutable_output(), out);
+  b.output("s", {2});
+  b.output("ys");
+  b.output("products");
+  return b.save(temp_dir(name));
+}
+
+// ONNX's Scan by hand: the final state, then the scan outputs [seq, 2] each.
+std::vector<std::vector<float>> scan_by_hand(std::vector<float> s, const std::vector<float>& xs,
+                                             const std::vector<float>& w, bool reverse_in, bool reverse_out) {
+  const size_t seq = xs.size() / 2;
+  std::vector<float> ys(xs.size()), products(xs.size());
+  for (size_t t = 0; t < seq; ++t) {
+    const size_t in = reverse_in ? seq - 1 - t : t, out = reverse_out ? seq - 1 - t : t;
+    for (size_t k = 0; k < 2; ++k) {
+      const float xw = xs[2 * in + k] * w[k];
+      s[k] += xw;
+      ys[2 * out + k] = s[k];
+      products[2 * t + k] = xw;
+    }
+  }
+  return {s, ys, products};
+}
+
+TEST(OnnxScan, ASymbolicLengthRunsAsOneWhileLoopForEveryLength) {
+  const std::vector<float> s0 = {1, -1}, w = {0.5f, 2};
+  for (const auto& [reverse_in, reverse_out] : {std::pair{false, false}, {true, false}, {false, true}}) {
+    const std::string label =
+        std::string(reverse_in ? "reverse in" : "forward in") + (reverse_out ? ", reverse out" : "");
+    const ImportedModel m = import_onnx(scan_model("scan_symbolic", reverse_in, reverse_out));
+    EXPECT_TRUE(has_while_loop(m.graph)) << label;
+    for (const Device& device : devices()) {
+      CompiledModel compiled(m, device);
+      EagerModel eager(m, device);
+      for (int64_t seq : {1, 4, 9}) {
+        std::vector<float> xs;
+        for (int64_t i = 0; i < 2 * seq; ++i) xs.push_back(0.25f * float(i) - 1);
+        const std::vector<Tensor> in = {from_vector(s0, {2}, device), from_vector(xs, {seq, 2}, device),
+                                        from_vector(w, {2}, device)};
+        const std::vector<std::vector<float>> want = scan_by_hand(s0, xs, w, reverse_in, reverse_out);
+        for (const auto& [how, outs] : {std::pair{"compiled", compiled.run(in)}, {"eager", eager.run(in)}}) {
+          ASSERT_EQ(outs.size(), 3u);
+          EXPECT_EQ(outs[1].sizes(), (std::vector<int64_t>{seq, 2})) << label;
+          for (size_t k = 0; k < 3; ++k)
+            EXPECT_EQ(outs[k].to_vector<float>(), want[k]) << device.name() << " " << how << ", " << label
+                                                           << ", seq " << seq << ", output " << k;
+        }
+      }
+    }
+  }
+}
+
+TEST(OnnxScan, AStaticLengthStillUnrolls) {
+  const ImportedModel m = import_onnx(scan_model("scan_static", true, true, 3));
+  EXPECT_FALSE(has_while_loop(m.graph));
+  const std::vector<float> s0 = {1, 2}, xs = {1, 2, 3, 4, 5, 6}, w = {1, -1};
+  const std::vector<Tensor> in = {from_vector(s0, {2}), from_vector(xs, {3, 2}), from_vector(w, {2})};
+  const std::vector<Tensor> outs = run_model(m, in, Device::cpu());
+  const std::vector<std::vector<float>> want = scan_by_hand(s0, xs, w, true, true);
+  for (size_t k = 0; k < 3; ++k) EXPECT_EQ(outs.at(k).to_vector<float>(), want[k]) << "output " << k;
 }
 
 }  // namespace
