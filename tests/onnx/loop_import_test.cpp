@@ -34,36 +34,15 @@ std::string loop_model(const std::string& name, bool trips_input, int64_t trips,
   yes->set_data_type(P::BOOL);
   yes->add_int32_data(1);
   auto* loop = b.node("Loop", "loop", {"M", "cond0", "x"}, {"y"});
-  auto* a = loop->add_attribute();
-  a->set_name("body");
-  a->set_type(kiln_onnx::AttributeProto::GRAPH);
-  kiln_onnx::GraphProto* body = a->mutable_g();
-  body->set_name("body");
-  auto declare = [](google::protobuf::RepeatedPtrField<kiln_onnx::ValueInfoProto>* list, const std::string& n,
-                    int type, std::vector<int64_t> dims) {
-    auto* vi = list->Add();
-    vi->set_name(n);
-    auto* tt = vi->mutable_type()->mutable_tensor_type();
-    tt->set_elem_type(type);
-    auto* shape = tt->mutable_shape();
-    for (int64_t d : dims) shape->add_dim()->set_dim_value(d);
-  };
-  declare(body->mutable_input(), "i", P::INT64, {});
-  declare(body->mutable_input(), "c_in", P::BOOL, {});
-  declare(body->mutable_input(), "v_in", P::FLOAT, {3});
-  auto add = [&](const std::string& op, const std::vector<std::string>& in, const std::string& out) {
-    auto* n = body->add_node();
-    n->set_op_type(op);
-    n->set_name("body_" + out);
-    for (const auto& s : in) n->add_input(s);
-    n->add_output(out);
-    return n;
-  };
-  add("Mul", {"v_in", "w"}, "v_out");
-  ModelBuilder::attr_int(add("ReduceSum", {"v_out"}, "s"), "keepdims", 0);
-  add("Less", {"s", "limit"}, "c_out");
-  declare(body->mutable_output(), "c_out", P::BOOL, {});
-  declare(body->mutable_output(), "v_out", P::FLOAT, {3});
+  kiln_onnx::GraphProto* body = ModelBuilder::attr_graph(loop, "body");
+  ModelBuilder::declare(body->mutable_input(), "i", P::INT64, {});
+  ModelBuilder::declare(body->mutable_input(), "c_in", P::BOOL, {});
+  ModelBuilder::declare(body->mutable_input(), "v_in", P::FLOAT, {3});
+  ModelBuilder::add_node(body, "Mul", {"v_in", "w"}, "v_out");
+  ModelBuilder::attr_int(ModelBuilder::add_node(body, "ReduceSum", {"v_out"}, "s"), "keepdims", 0);
+  ModelBuilder::add_node(body, "Less", {"s", "limit"}, "c_out");
+  ModelBuilder::declare(body->mutable_output(), "c_out", P::BOOL, {});
+  ModelBuilder::declare(body->mutable_output(), "v_out", P::FLOAT, {3});
   b.output("y", {3});
   return b.save(temp_dir(name));
 }
@@ -138,31 +117,13 @@ std::string scan_model(const std::string& name, bool reverse_in, bool reverse_ou
   ModelBuilder::attr_int(scan, "num_scan_inputs", 1);
   ModelBuilder::attr_ints(scan, "scan_input_directions", {reverse_in ? 1 : 0});
   ModelBuilder::attr_ints(scan, "scan_output_directions", {reverse_out ? 1 : 0, 0});
-  auto* a = scan->add_attribute();
-  a->set_name("body");
-  a->set_type(kiln_onnx::AttributeProto::GRAPH);
-  kiln_onnx::GraphProto* body = a->mutable_g();
-  body->set_name("scan_body");
-  auto declare = [](google::protobuf::RepeatedPtrField<kiln_onnx::ValueInfoProto>* list, const std::string& n) {
-    auto* vi = list->Add();
-    vi->set_name(n);
-    auto* tt = vi->mutable_type()->mutable_tensor_type();
-    tt->set_elem_type(P::FLOAT);
-    tt->mutable_shape()->add_dim()->set_dim_value(2);
-  };
-  declare(body->mutable_input(), "s_in");
-  declare(body->mutable_input(), "x");
-  auto add = [&](const std::string& op, const std::vector<std::string>& in, const std::string& out) {
-    auto* n = body->add_node();
-    n->set_op_type(op);
-    n->set_name("body_" + out);
-    for (const auto& s : in) n->add_input(s);
-    n->add_output(out);
-  };
-  add("Mul", {"x", "w"}, "xw");
-  add("Add", {"s_in", "xw"}, "s_out");
-  add("Identity", {"s_out"}, "y");
-  for (const char* out : {"s_out", "y", "xw"}) declare(body->mutable_output(), out);
+  kiln_onnx::GraphProto* body = ModelBuilder::attr_graph(scan, "body");
+  ModelBuilder::declare(body->mutable_input(), "s_in", P::FLOAT, {2});
+  ModelBuilder::declare(body->mutable_input(), "x", P::FLOAT, {2});
+  ModelBuilder::add_node(body, "Mul", {"x", "w"}, "xw");
+  ModelBuilder::add_node(body, "Add", {"s_in", "xw"}, "s_out");
+  ModelBuilder::add_node(body, "Identity", {"s_out"}, "y");
+  for (const char* out : {"s_out", "y", "xw"}) ModelBuilder::declare(body->mutable_output(), out, P::FLOAT, {2});
   b.output("s", {2});
   b.output("ys");
   b.output("products");

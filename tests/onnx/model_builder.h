@@ -103,6 +103,35 @@ struct ModelBuilder {
     a->set_type(kiln_onnx::AttributeProto::STRING);
     a->set_s(v);
   }
+  // A graph attribute of node `n` (a Loop's or Scan's body), to fill with the helpers below.
+  static kiln_onnx::GraphProto* attr_graph(kiln_onnx::NodeProto* n, const std::string& name) {
+    auto* a = n->add_attribute();
+    a->set_name(name);
+    a->set_type(kiln_onnx::AttributeProto::GRAPH);
+    kiln_onnx::GraphProto* g = a->mutable_g();
+    g->set_name(name);
+    return g;
+  }
+  // Declares a tensor of `type` and static `dims` in a graph's input or output list.
+  static void declare(google::protobuf::RepeatedPtrField<kiln_onnx::ValueInfoProto>* list, const std::string& name,
+                      int type, const std::vector<int64_t>& dims) {
+    auto* vi = list->Add();
+    vi->set_name(name);
+    auto* tt = vi->mutable_type()->mutable_tensor_type();
+    tt->set_elem_type(type);
+    auto* shape = tt->mutable_shape();
+    for (int64_t d : dims) shape->add_dim()->set_dim_value(d);
+  }
+  // A node of graph `g` with one output, named after it.
+  static kiln_onnx::NodeProto* add_node(kiln_onnx::GraphProto* g, const std::string& op,
+                                        const std::vector<std::string>& in, const std::string& out) {
+    auto* n = g->add_node();
+    n->set_op_type(op);
+    n->set_name(g->name() + "_" + out);
+    for (const auto& s : in) n->add_input(s);
+    n->add_output(out);
+    return n;
+  }
   std::string save(const fs::path& dir, const std::string& file = "model.onnx") const {
     const std::string path = (dir / file).string();
     std::ofstream out(path, std::ios::binary);
