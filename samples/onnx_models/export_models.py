@@ -285,6 +285,8 @@ DYNAMIC_MODELS = {
     "lstm_seq_dynamic": (lambda: Lstm(), [[1, 16, 32], [5, 9, 32], [3, 23, 32]], {0: "batch", 1: "seq"}, 14, True),
     "gru_bidirectional_seq_dynamic": (lambda: BiGru(), [[1, 12, 16], [4, 5, 16], [2, 17, 16]],
                                       {0: "batch", 1: "seq"}, 14, True),
+    "rnn_relu_bidirectional_seq_dynamic": (lambda: BiRnnRelu(), [[2, 10, 8], [1, 3, 8], [4, 14, 8]],
+                                           {0: "batch", 1: "seq"}, 14, True),
     "channel_shuffle_dynamic": (lambda: ChannelShuffleNet(), [[1, 3, 16, 16], [4, 3, 16, 16], [7, 3, 16, 16]],
                                 {0: "batch"}, 14, True),
     "audio_conv1d_dynamic": (lambda: AudioConv1d(), [[1, 1, 800], [4, 1, 800], [3, 1, 1600]],

@@ -1,13 +1,13 @@
 // Models exported with dynamic axes (samples/onnx_models/export_models.py, the *_dynamic cases:
-// a GPT block, nn.TransformerEncoder, an LSTM and a bidirectional GRU with dynamic batch and
-// sequence length (the recurrences run as while_loops), the same LSTM and GRU, a ShuffleNet-style
-// channel shuffle, a conv1d audio net and a small U-Net that upsamples, with dynamic batch)
-// import once with
-// symbolic dims, and one EagerModel or CompiledModel runs all three of each case's sizes against
-// PyTorch's outputs at those sizes (|kiln - torch| <= 1e-4 + 1e-3 |torch|, the ONNX backend
-// tests' tolerance), on cpu and every other device that computes. Compiled, the cpu backend compiles
-// no C++ after the first size, and on every device sizes seen before compile nothing (a Vulkan
-// matmul template compiles the variant each new shape class picks, once).
+// a GPT block, nn.TransformerEncoder, an LSTM, a bidirectional GRU and a bidirectional relu RNN
+// with dynamic batch and sequence length (the recurrences run as while_loops); the same LSTM and
+// GRU with a static sequence, a ShuffleNet-style channel shuffle, a conv1d audio net and a small
+// U-Net that upsamples, with dynamic batch) import once with symbolic dims, and one EagerModel or
+// CompiledModel runs all three of each case's sizes against PyTorch's outputs at those sizes
+// (|kiln - torch| <= 1e-4 + 1e-3 |torch|, the ONNX backend tests' tolerance), on cpu and every
+// other device that computes. Compiled, the cpu backend compiles no C++ after the first size, and
+// on every device sizes seen before compile nothing (a Vulkan matmul template compiles the variant
+// each new shape class picks, once).
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -28,6 +28,7 @@ namespace fs = std::filesystem;
 const char* const kCases[] = {"gpt2_block_small_dynamic", "transformer_encoder_dynamic",
                               "lstm_dynamic",             "gru_bidirectional_dynamic",
                               "lstm_seq_dynamic",         "gru_bidirectional_seq_dynamic",
+                              "rnn_relu_bidirectional_seq_dynamic",
                               "channel_shuffle_dynamic",  "audio_conv1d_dynamic",
                               "unet_upsample_dynamic"};
 
@@ -86,7 +87,7 @@ TEST_P(DynamicModel, ImportsWithSymbolicDims) {
   const std::string name = GetParam();
   int64_t loops = 0;
   for (const Node* node : model.graph.nodes()) loops += node->kind == OpKind::WhileLoop;
-  // The LSTM has 2 layers of one direction, the GRU 1 layer of 2.
+  // The LSTM has 2 layers of one direction, the GRU and the RNN 1 layer of 2.
   const bool sequence_loops = name.find("_seq_dynamic") != std::string::npos;
   const int64_t expected = sequence_loops ? 2 : 0;
   EXPECT_EQ(loops, expected);
