@@ -20,7 +20,7 @@
 #include "backends/backend.h"
 #include "backends/cpu/cpu_programs.h"
 #include "backends/cpu/host_compiler.h"
-#include "backends/cpu/layer_norm.h"
+#include "backends/cpu/norms.h"
 #include "backends/cpu/onednn_ops.h"
 #include "backends/cpu/vector_math.h"
 #include "backends/ref/host_memory.h"
@@ -66,10 +66,10 @@ class CpuBackend : public reference::HostBackend {
     return c;
   }
   // Matmul, conv and pooling run their oneDNN primitive, made on the first call of each shape;
-  // transcendentals and f32 layer norm their vectorized loops (vector_math.h, layer_norm.h); every
-  // other op its reference kernel.
+  // transcendentals and f32 layer, batch and group norms their vectorized loops (vector_math.h,
+  // norms.h); every other op its reference kernel.
   void execute(const OpRun& run) override {
-    if (run_vector_math(run) || run_layer_norm(run)) return;
+    if (run_vector_math(run) || run_norm(run)) return;
     if (!runs_as_host_op(run.kind) || !have_onednn()) {
       reference::run_reference_kernel(run);
       return;

@@ -291,7 +291,15 @@ void bench_elementwise(const Args& args) {
         {"tanh", [](const Tensor& x) { return tanh(x); }},
         {"gelu", [](const Tensor& x) { return gelu(x); }},
         {"softmax (rows of 1024)", [](const Tensor& x) { return softmax(reshape(x, {-1, 1024}), -1); }},
-        {"layer_norm (rows of 1024)", [](const Tensor& x) { return layer_norm(reshape(x, {-1, 1024}), {1024}); }}};
+        {"layer_norm (rows of 1024)", [](const Tensor& x) { return layer_norm(reshape(x, {-1, 1024}), {1024}); }},
+        {"batch_norm (64 channels)",
+         [](const Tensor& x) {
+           const Tensor mean = zeros({64}, x.device()), var = ones({64}, x.device());
+           return batch_norm(reshape(x, {-1, 64, 32, 32}), mean, var, ones({64}, x.device()), mean);
+         }},
+        {"group_norm (8 groups of 64)", [](const Tensor& x) {
+           return group_norm(reshape(x, {-1, 64, 32, 32}), 8, ones({64}, x.device()), zeros({64}, x.device()));
+         }}};
     for (const auto& [op, fn] : unary) {
       double seconds = time_median(args.reps, [&] {
         Tensor c = fn(a);
