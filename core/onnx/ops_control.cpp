@@ -209,7 +209,9 @@ void scan_on_device(N& n, const std::vector<Value*>& states, const std::vector<V
   const std::vector<int64_t> out_axes = n.attr_ints("scan_output_axes", std::vector<int64_t>(out_count, 0));
   const std::vector<int64_t> out_dirs = n.attr_ints("scan_output_directions", std::vector<int64_t>(out_count, 0));
   if (out_axes.size() != out_count || out_dirs.size() != out_count)
-    n.fail("scan_output_axes and scan_output_directions need " + std::to_string(out_count) + " entries");
+    n.fail("scan_output_axes and scan_output_directions need one entry per scan output (" +
+           std::to_string(out_count) + "), have " + std::to_string(out_axes.size()) + " and " +
+           std::to_string(out_dirs.size()));
 
   std::vector<Value*> operands = {scalar_i64(n, 0)};
   operands.insert(operands.end(), states.begin(), states.end());
@@ -283,6 +285,9 @@ void map_scan(N& n) {
   const size_t state_count = n.num_inputs() - scan_count;
   const std::vector<int64_t> in_axes = n.attr_ints("scan_input_axes", std::vector<int64_t>(scan_count, 0));
   const std::vector<int64_t> in_dirs = n.attr_ints("scan_input_directions", std::vector<int64_t>(scan_count, 0));
+  if (in_axes.size() != scan_count || in_dirs.size() != scan_count)
+    n.fail("scan_input_axes and scan_input_directions need one entry per scan input (" + std::to_string(scan_count) +
+           "), have " + std::to_string(in_axes.size()) + " and " + std::to_string(in_dirs.size()));
   std::vector<Value*> states, scans;
   for (size_t i = 0; i < state_count; ++i) states.push_back(n.input(i));
   for (size_t i = 0; i < scan_count; ++i) scans.push_back(n.input(state_count + i));
@@ -299,7 +304,7 @@ void map_scan(N& n) {
   for (int64_t t = 0; t < length.value(); ++t) {
     std::vector<Value*> in = states;
     for (size_t i = 0; i < scan_count; ++i) {
-      const int64_t at = in_dirs.at(i) ? length.value() - 1 - t : t;
+      const int64_t at = in_dirs[i] ? length.value() - 1 - t : t;
       Value* slice = n.emit(OpKind::Slice, {scans[i]}, {{"axes", std::vector<int64_t>{axes[i]}},
                                                         {"starts", std::vector<int64_t>{at}},
                                                         {"ends", std::vector<int64_t>{at + 1}}});
@@ -315,12 +320,16 @@ void map_scan(N& n) {
   }
   const std::vector<int64_t> out_axes = n.attr_ints("scan_output_axes", std::vector<int64_t>(outs.size(), 0));
   const std::vector<int64_t> out_dirs = n.attr_ints("scan_output_directions", std::vector<int64_t>(outs.size(), 0));
+  if (out_axes.size() != outs.size() || out_dirs.size() != outs.size())
+    n.fail("scan_output_axes and scan_output_directions need one entry per scan output (" +
+           std::to_string(outs.size()) + "), have " + std::to_string(out_axes.size()) + " and " +
+           std::to_string(out_dirs.size()));
   for (size_t k = 0; k < state_count; ++k) n.set_output(k, states[k]);
   for (size_t k = 0; k < outs.size(); ++k) {
     if (outs[k].empty()) n.unsupported("a Scan of length 0 with scan outputs");
     std::vector<Value*> parts = outs[k];
-    if (out_dirs.at(k)) std::reverse(parts.begin(), parts.end());
-    n.set_output(state_count + k, stack(n, parts, out_axes.at(k)));
+    if (out_dirs[k]) std::reverse(parts.begin(), parts.end());
+    n.set_output(state_count + k, stack(n, parts, out_axes[k]));
   }
 }
 

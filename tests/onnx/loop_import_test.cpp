@@ -108,14 +108,17 @@ TEST(OnnxLoop, AConditionKnownAtImportStillUnrolls) {
 // Scan(s0, xs) over xs [seq, 2] (seq symbolic unless `length` is given), whose body is
 // s <- s + x * w, scan outputs (s, x * w): w is a graph input the body reads from outside.
 // `reverse_in`: xs is read from its end; `reverse_out`: the first scan output is stacked from its end.
-std::string scan_model(const std::string& name, bool reverse_in, bool reverse_out, int64_t length = 0) {
+// `input_directions`: the scan_input_directions attribute, when not the one reverse_in gives.
+std::string scan_model(const std::string& name, bool reverse_in, bool reverse_out, int64_t length = 0,
+                       const std::vector<int64_t>& input_directions = {}) {
   ModelBuilder b(16);
   b.input("s0", {2});
   b.input("xs", {length, 2}, {length ? "" : "seq", ""});
   b.input("w", {2});
   auto* scan = b.node("Scan", "scan", {"s0", "xs"}, {"s", "ys", "products"});
   ModelBuilder::attr_int(scan, "num_scan_inputs", 1);
-  ModelBuilder::attr_ints(scan, "scan_input_directions", {reverse_in ? 1 : 0});
+  ModelBuilder::attr_ints(scan, "scan_input_directions",
+                          input_directions.empty() ? std::vector<int64_t>{reverse_in ? 1 : 0} : input_directions);
   ModelBuilder::attr_ints(scan, "scan_output_directions", {reverse_out ? 1 : 0, 0});
   kiln_onnx::GraphProto* body = ModelBuilder::attr_graph(scan, "body");
   ModelBuilder::declare(body->mutable_input(), "s_in", P::FLOAT, {2});
@@ -183,6 +186,21 @@ TEST(OnnxScan, AStaticLengthStillUnrolls) {
   const std::vector<Tensor> outs = run_model(m, in, Device::cpu());
   const std::vector<std::vector<float>> want = scan_by_hand(s0, xs, w, true, true);
   for (size_t k = 0; k < 3; ++k) EXPECT_EQ(outs.at(k).to_vector<float>(), want[k]) << "output " << k;
+}
+
+// One direction per scan input: a list of another length is refused by name, looped or unrolled.
+TEST(OnnxScan, ScanInputDirectionsOfTheWrongLengthAreRefused) {
+  for (int64_t length : {0, 3}) {
+    try {
+      import_onnx(scan_model("scan_bad_directions", false, false, length, {0, 1}));
+      FAIL() << "imported, length " << length;
+    } catch (const Error& e) {
+      const std::string msg = e.what();
+      EXPECT_NE(msg.find("scan_input_directions need one entry per scan input (1), have 1 and 2"), std::string::npos)
+          << msg;
+      EXPECT_NE(msg.find("Scan"), std::string::npos) << msg;  // the node
+    }
+  }
 }
 
 }  // namespace
