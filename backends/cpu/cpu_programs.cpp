@@ -226,7 +226,8 @@ void CpuStream::begin_recording() {
 }
 
 void CpuStream::launch(const Launch& launch) {
-  if (launch.indirect) throw Error("cpu: launches with group counts from a buffer are not supported (DeviceCaps::indirect_launch)");
+  if (launch.indirect)
+    throw Error("cpu: launches with group counts from a buffer are not supported (DeviceCaps::indirect_launch)");
   if (recording_) recorded_.push_back(launch);
   else run(launch);
 }

@@ -129,7 +129,8 @@ bool run_batch_norm(const OpRun& run) {
   const double eps = run.attrs.get_float("eps");
   const int64_t planes = batch * channels;
   if (planes == 0 || spatial == 0) return true;
-  reference::parallel_for(planes, std::max<int64_t>(1, reference::kParallelGrain / spatial), [&](int64_t begin, int64_t end) {
+  const int64_t grain = std::max<int64_t>(1, reference::kParallelGrain / spatial);
+  reference::parallel_for(planes, grain, [&](int64_t begin, int64_t end) {
     for (int64_t plane = begin; plane < end; ++plane) {
       const int64_t c = plane % channels;
       normalize_plane(in + plane * spatial, out + plane * spatial, spatial, double(mean[c]),
@@ -154,7 +155,8 @@ bool run_group_norm(const OpRun& run) {
   const double eps = run.attrs.get_float("eps");
   const int64_t per_group = channels / groups, block = per_group * spatial, items = batch * groups;
   if (items == 0 || block == 0) return true;
-  reference::parallel_for(items, std::max<int64_t>(1, reference::kParallelGrain / block), [&](int64_t begin, int64_t end) {
+  const int64_t grain = std::max<int64_t>(1, reference::kParallelGrain / block);
+  reference::parallel_for(items, grain, [&](int64_t begin, int64_t end) {
     for (int64_t item = begin; item < end; ++item) {
       const float* group = in + item * block;
       const double mean = row_sum(group, block) / double(block);

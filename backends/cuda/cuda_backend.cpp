@@ -103,7 +103,8 @@ class CudaStream : public Stream {
   void launch(const Launch& launch) override {
     auto* program = dynamic_cast<const CudaProgram*>(launch.program);
     if (!program) throw Error("cuda: launch needs a program compiled by the CUDA backend");
-    if (launch.indirect) throw Error("cuda: launches with group counts from a buffer are not supported (DeviceCaps::indirect_launch)");
+    if (launch.indirect)
+      throw Error("cuda: launches with group counts from a buffer are not supported (DeviceCaps::indirect_launch)");
     std::vector<CUdeviceptr> ptrs;
     for (size_t i = 0; i < launch.buffers.size(); ++i) {
       auto* cb = dynamic_cast<CudaBuffer*>(launch.buffers[i]);

@@ -269,7 +269,8 @@ void CommandStream::record(Batch& batch, const Launch& launch) {
   if (launch.indirect) {
     indirect = dynamic_cast<const VulkanBuffer*>(launch.indirect);
     if (!indirect)
-      throw Error("vulkan: launch of '" + name + "' reads its group counts from a buffer not allocated by a Vulkan backend");
+      throw Error("vulkan: launch of '" + name +
+                  "' reads its group counts from a buffer not allocated by a Vulkan backend");
     if (launch.indirect_offset % 4 != 0 || launch.indirect_offset + 12 > launch.indirect->bytes())
       throw Error("vulkan: launch of '" + name + "' reads its group counts at byte " +
                   std::to_string(launch.indirect_offset) + " of a " + std::to_string(launch.indirect->bytes()) +

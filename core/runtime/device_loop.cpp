@@ -63,9 +63,10 @@ const CompiledKernel& DeviceLoop::gate_kernel(int64_t entries, std::array<uint32
   const int prev = b.add_buffer(DType::I32, false);
   const int table = b.add_buffer(DType::I32, false);
   const int out = b.add_buffer(DType::I32, true);
-  ExprRef still_running = op(OpKind::Ne, DType::Bool, {load(prev, DType::I32, constant(0, DType::I32)), constant(0, DType::I32)});
-  ExprRef live = op(OpKind::LogicalAnd, DType::Bool, {still_running, load(pred, DType::Bool, constant(0, DType::I32))});
-  b.kernel().stores.push_back({out, select(live, load(table, DType::I32, linear_index()), constant(0, DType::I32))});
+  const ExprRef zero = constant(0, DType::I32);
+  const ExprRef still_running = op(OpKind::Ne, DType::Bool, {load(prev, DType::I32, zero), zero});
+  const ExprRef live = op(OpKind::LogicalAnd, DType::Bool, {still_running, load(pred, DType::Bool, zero)});
+  b.kernel().stores.push_back({out, select(live, load(table, DType::I32, linear_index()), zero)});
   ProgramStep step;
   step.kernel = b.finish();
   const CodegenTarget target = *backend_.codegen();

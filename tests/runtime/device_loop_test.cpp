@@ -73,7 +73,8 @@ TEST(DeviceLoop, VulkanLoopMatchesTheLoopByHandAndWaitsOncePerBatch) {
           tensors_of(loop.run(device_tensors({from_vector<float>({c.start, 0, 0}, {1, 3}, vk), step})));
       ASSERT_EQ(got.size(), 1u);
       EXPECT_EQ(got[0].to_vector<float>(), (std::vector<float>{c.start + n, n, n})) << "start " << c.start;
-      EXPECT_EQ(loop.host_waits(), c.first_run_waits + run * c.second_run_waits) << "start " << c.start << ", run " << run;
+      EXPECT_EQ(loop.host_waits(), c.first_run_waits + run * c.second_run_waits)
+          << "start " << c.start << ", run " << run;
     }
   }
   // The host loop on cpu reads every iteration's predicate: n + 1 waits.
