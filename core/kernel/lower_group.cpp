@@ -32,6 +32,24 @@ std::string group_name(const std::vector<const Node*>& nodes, const TensorType& 
 
 bool is_linear_index(const ExprRef& e) { return e->kind == ExprKind::Coord && e->index == -1; }
 
+bool is_one(const SymInt& d) { return d.is_static() && d.value() == 1; }
+
+// For each dim of `from`, the dim of `to` it is when the two list the same dims but for size-1
+// ones (-1 for a size-1 dim of `from`); empty when they do not.
+std::vector<int> matching_dims(const Shape& from, const Shape& to) {
+  std::vector<int> out(from.size(), -1);
+  size_t j = 0;
+  for (size_t i = 0; i < from.size(); ++i) {
+    if (is_one(from[i])) continue;
+    while (j < to.size() && is_one(to[j])) ++j;
+    if (j == to.size() || !from[i].same_as(to[j])) return {};
+    out[i] = int(j++);
+  }
+  while (j < to.size() && is_one(to[j])) ++j;
+  if (j != to.size()) return {};
+  return out;
+}
+
 bool same_shape(const Shape& a, const Shape& b) {
   if (a.size() != b.size()) return false;
   for (size_t i = 0; i < a.size(); ++i)
@@ -103,7 +121,7 @@ class Composer {
                         " is read at another element than its own; only pointwise consumers of its "
                         "shape fuse into its epilogue");
           } else {
-            out = rebase(m.value, offset, m.space);
+            out = rebase(m.value, offset, m.space, space);
           }
           // A view's kernel is just this load: its origin lives on the load node.
           out = add_origins(out, e->origins);
@@ -123,8 +141,13 @@ class Composer {
     return out;
   }
 
-  // `e` computed over `space` (its Coord leaves index that space) evaluated at row-major `offset`.
-  ExprRef rebase(const ExprRef& e, const ExprRef& offset, const Shape& space) {
+  // `e` computed over `space` (its Coord leaves index that space) evaluated at row-major `offset`
+  // of `target` (the reader's space). Where the offset is the reader's own linear index and the two
+  // spaces differ only in size-1 dims (a reshape that adds or drops them), each coordinate is the
+  // reader's along the matching dim, not a division of the offset: a C++ kernel then walks rows and
+  // reads a view at unit stride, which vectorizes.
+  ExprRef rebase(const ExprRef& e, const ExprRef& offset, const Shape& space, const Shape& target) {
+    const std::vector<int> matching = is_linear_index(offset) ? matching_dims(space, target) : std::vector<int>{};
     std::map<const Expr*, ExprRef> memo;
     std::function<ExprRef(const ExprRef&)> walk = [&](const ExprRef& x) -> ExprRef {
       auto it = memo.find(x.get());
@@ -133,6 +156,9 @@ class Composer {
       if (x->kind == ExprKind::Coord) {
         if (x->index < 0) {
           out = offset;
+        } else if (!matching.empty()) {
+          const int d = matching[size_t(x->index)];
+          out = d >= 0 ? coord(d) : constant(0, DType::I32);
         } else {
           SymInt stride = 1;
           for (size_t d = size_t(x->index) + 1; d < space.size(); ++d) stride = stride * space[d];
@@ -275,7 +301,7 @@ LoweredGroup lower_group(const std::vector<const Node*>& nodes, const std::vecto
       if (!numel(m.space).same_as(numel(space)))
         throw fail("output %" + std::to_string(v->id) + " " + v->type.str() + " has another element count than "
                    "the kernel's space " + shape_str(space));
-      value = composer.rebase(value, linear_index(), m.space);
+      value = composer.rebase(value, linear_index(), m.space, space);
     }
     int slot = b.add_buffer(v->type.dtype, true);
     b.kernel().stores.push_back({slot, value});

@@ -157,6 +157,28 @@ TEST(CpuBackend, SmallSlicesAreReadInPlaceLargeOnesCopiedFirst) {
   }
 }
 
+// The same cell whose result is reshaped with leading size-1 dims, as an exported LSTM's step
+// is: the slices' coordinates are the kernel's own along the matching dims, not divisions of its
+// linear index, so the kernel walks rows of unit-stride reads, which GCC vectorizes (a read at
+// (gid % 256) + (gid / 256) * 1024 is "no vectype" to it, and every tanh ran scalar).
+TEST(CpuBackend, ViewsReshapedBySizeOneDimsAreReadAtTheKernelsCoordinates) {
+  const int64_t hidden = 256;
+  auto cell = [hidden](const Tensor& gates, const Tensor& c) {
+    Tensor i = sigmoid(slice(gates, 1, 0, hidden)), g = tanh(slice(gates, 1, 2 * hidden, 3 * hidden));
+    return reshape(tanh(c + i * g), {1, 1, 2, hidden});
+  };
+  Tensor gates = randn({2, 4 * hidden}, Device::ref(), 1), c = randn({2, hidden}, Device::ref(), 2);
+  auto compiled = compile(cell, CompileOptions{.name = "lstm_step"});
+  EXPECT_TRUE(close(compiled(gates.to(Device::cpu()), c.to(Device::cpu())), cell(gates, c), 1e-5));
+  ASSERT_EQ(compiled.stats().program.kernels, 1);
+  std::string source;
+  for (const trace::BundleKernel& k : compiled.bundle().kernels)
+    for (const trace::KernelSource& s : k.sources)
+      if (s.dialect == "cpp") source = s.text;
+  EXPECT_NE(source.find("const int row_size"), std::string::npos) << "the kernel walks rows:\n" << source;
+  EXPECT_EQ(source.find("gid / 256"), std::string::npos) << source;
+}
+
 // A C++ sum adds into 16 partial sums, then the extent's last elements one by one: rows of 5
 // (tail only), 32 (lanes only) and 37 elements. Sums of integers below 2^24 are exact in f32, so
 // each row's sum is n (n + 1) / 2 whatever the order.
