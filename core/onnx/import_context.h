@@ -189,6 +189,22 @@ class ImportGuards : public GuardSink {
 enum class Band { Diagonal, Upper, Lower };
 Value* band_mask(NodeContext& n, const SymInt& rows, const SymInt& cols, int64_t k, Band band);
 
+// Loops over a sequence whose length is known only at run time (ops_control.cpp: Loop, Scan;
+// ops_rnn.cpp: the recurrences), built into loop bodies through a node's context over them.
+// Step t's index into a sequence of `length`, counted from its end when `reverse`.
+Value* step_index(NodeContext& b, Value* t, Value* length, bool reverse);
+// Element `at` (an i64 scalar) of `whole` along `axis`, without that axis (index_select).
+Value* element_at(NodeContext& b, Value* whole, int64_t axis, Value* at);
+// `whole` with its element `at` along `axis` replaced by `element` (a `where` over `positions`,
+// the i64 values 0 .. n-1 of that axis): a pass over the whole of it.
+Value* with_element_at(NodeContext& b, Value* whole, int64_t axis, Value* positions, Value* at, Value* element);
+// A while_loop node over `operands`, the first `carried` of them carried, with `body`; it runs
+// while `predicate` holds, built through a context over the cond graph from its inputs (one per
+// operand). Returns the node's outputs, one per carried value.
+using LoopPredicate = std::function<Value*(NodeContext& c, const std::vector<Value*>& in)>;
+std::vector<Value*> emit_while_loop(NodeContext& n, const std::vector<Value*>& operands, size_t carried,
+                                    std::shared_ptr<Graph> body, const LoopPredicate& predicate);
+
 // The literal held by a `constant` node's output, else nullptr.
 const Literal* constant_of(const Value* v);
 

@@ -117,21 +117,12 @@ void loop_on_device(N& n, int64_t first, Value* go, std::vector<Value*> carried)
   }
   b.set_outputs(next);
 
-  // cond: i < M and the carried condition.
-  auto cond = std::make_shared<Graph>();
-  std::vector<Value*> in;
-  for (Value* v : operands) in.push_back(cond->add_input(v->type));
-  Value* pred = in[1];
-  if (trips) {
-    Value* below = cond->add_node(OpKind::Lt, {in[0], in[carried.size() + 2]}, {}, where)->output();
-    pred = cond->add_node(OpKind::LogicalAnd, {below, pred}, {}, where)->output();
-  }
-  cond->set_outputs({pred});
-
-  AttrMap attrs = {{"carried", int64_t(carried.size() + 2)},
-                   {"cond", std::shared_ptr<const Graph>(cond)},
-                   {"body", std::shared_ptr<const Graph>(body.graph)}};
-  const std::vector<Value*> out = n.emit_multi(OpKind::WhileLoop, operands, attrs);
+  // cond: i < M (the first operand after the carried ones) and the carried condition.
+  const size_t carried_count = carried.size() + 2;
+  const LoopPredicate again_and_below_trips = [&](N& c, const std::vector<Value*>& in) {
+    return trips ? c.emit(OpKind::LogicalAnd, {c.emit(OpKind::Lt, {in[0], in[carried_count]}), in[1]}) : in[1];
+  };
+  const std::vector<Value*> out = emit_while_loop(n, operands, carried_count, body.graph, again_and_below_trips);
   for (size_t k = 0; k < carried.size(); ++k) n.set_output(k, out[2 + k]);
 }
 
@@ -169,20 +160,6 @@ void map_loop(N& n) {
       n.unsupported("a Loop that runs no iteration with scan outputs");
     n.set_output(k, stack(n, scans[k - carried.size()], 0));
   }
-}
-
-// One element of `whole` along `axis`: index `at` (an i64 scalar), without that axis.
-Value* element_at(N& b, Value* whole, int64_t axis, Value* at) {
-  Value* picked = b.emit(OpKind::IndexSelect, {whole, b.reshape(at, {1})}, {{"dim", axis}});
-  Shape s = whole->type.shape;
-  s.erase(s.begin() + axis);
-  return b.reshape(picked, s);
-}
-
-// Step t's index into a sequence of `length` read or written in direction `reverse`.
-Value* step_index(N& b, Value* t, Value* length, bool reverse) {
-  if (!reverse) return t;
-  return b.emit(OpKind::Sub, {b.emit(OpKind::Sub, {length, b.scalar(1, DType::I64)}), t});
 }
 
 // A Scan over a symbolic sequence length, as one while_loop. Operands: carried (the step t, the
@@ -251,30 +228,17 @@ void scan_on_device(N& n, const std::vector<Value*>& states, const std::vector<V
                     produced[k]->type.str() + " after it; a Scan run as a loop keeps each state's type");
     results.push_back(produced[k]);
   }
-  for (size_t k = 0; k < out_count; ++k) {
-    Value* so_far = in[1 + states.size() + k];
-    const int64_t axis = stack_axes[k];
-    Shape column(so_far->type.rank(), SymInt(1));  // the positions along the stacking axis
-    column[size_t(axis)] = length;
-    Value* here = b.emit(OpKind::Eq, {b.reshape(in[at_positions], column),
-                                      step_index(b, in[0], in[at_length], out_dirs[k] != 0)});
-    Shape one = produced[states.size() + k]->type.shape;
-    one.insert(one.begin() + axis, SymInt(1));
-    results.push_back(b.emit(OpKind::Where, {here, b.reshape(produced[states.size() + k], one), so_far}));
-  }
+  for (size_t k = 0; k < out_count; ++k)
+    results.push_back(with_element_at(b, in[1 + states.size() + k], stack_axes[k], in[at_positions],
+                                      step_index(b, in[0], in[at_length], out_dirs[k] != 0),
+                                      produced[states.size() + k]));
   g.set_outputs(results);
 
-  auto cond = std::make_shared<Graph>();  // t < length
-  std::vector<Value*> cond_in;
-  for (Value* v : operands) cond_in.push_back(cond->add_input(v->type));
-  for (Value* v : body.captured) cond_in.push_back(cond->add_input(v->type));
-  cond->set_outputs({cond->add_node(OpKind::Lt, {cond_in[0], cond_in[at_length]}, {}, n.provenance())->output()});
-
   operands.insert(operands.end(), body.captured.begin(), body.captured.end());
-  const AttrMap attrs = {{"carried", int64_t(carried)},
-                         {"cond", std::shared_ptr<const Graph>(cond)},
-                         {"body", std::shared_ptr<const Graph>(body.graph)}};
-  const std::vector<Value*> out = n.emit_multi(OpKind::WhileLoop, operands, attrs);
+  const LoopPredicate below_length = [&](N& c, const std::vector<Value*>& in) {
+    return c.emit(OpKind::Lt, {in[0], in[at_length]});  // t < length
+  };
+  const std::vector<Value*> out = emit_while_loop(n, operands, carried, body.graph, below_length);
   for (size_t k = 0; k + 1 < carried; ++k) n.set_output(k, out[1 + k]);
 }
 
@@ -334,6 +298,41 @@ void map_scan(N& n) {
 }
 
 }  // namespace
+
+Value* step_index(NodeContext& b, Value* t, Value* length, bool reverse) {
+  if (!reverse) return t;
+  return b.emit(OpKind::Sub, {b.emit(OpKind::Sub, {length, b.scalar(1, DType::I64)}), t});
+}
+
+Value* element_at(NodeContext& b, Value* whole, int64_t axis, Value* at) {
+  Value* picked = b.emit(OpKind::IndexSelect, {whole, b.reshape(at, {1})}, {{"dim", axis}});
+  Shape s = whole->type.shape;
+  s.erase(s.begin() + axis);
+  return b.reshape(picked, s);
+}
+
+Value* with_element_at(NodeContext& b, Value* whole, int64_t axis, Value* positions, Value* at, Value* element) {
+  Shape column(whole->type.rank(), SymInt(1));  // the positions along `axis`
+  column[size_t(axis)] = whole->type.shape[size_t(axis)];
+  Value* here = b.emit(OpKind::Eq, {b.reshape(positions, column), at});
+  Shape one = element->type.shape;
+  one.insert(one.begin() + axis, SymInt(1));
+  return b.emit(OpKind::Where, {here, b.reshape(element, one), whole});
+}
+
+std::vector<Value*> emit_while_loop(NodeContext& n, const std::vector<Value*>& operands, size_t carried,
+                                    std::shared_ptr<Graph> body, const LoopPredicate& predicate) {
+  auto cond = std::make_shared<Graph>();
+  ImportContext cond_values = n.context_for(*cond);
+  NodeContext c = n.within(cond_values);
+  std::vector<Value*> in;
+  for (Value* v : operands) in.push_back(cond->add_input(v->type));
+  cond->set_outputs({predicate(c, in)});
+  const AttrMap attrs = {{"carried", int64_t(carried)},
+                         {"cond", std::shared_ptr<const Graph>(cond)},
+                         {"body", std::shared_ptr<const Graph>(std::move(body))}};
+  return n.emit_multi(OpKind::WhileLoop, operands, attrs);
+}
 
 void register_control_ops(OpTable& t) {
   t["If"] = map_if;

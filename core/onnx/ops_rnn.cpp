@@ -269,9 +269,9 @@ struct Recurrence {
   }
 
   // Direction d over a symbolic sequence, as one while_loop. Operands: carried (the step count t,
-  // the states, and Y's part so far when Y is an output), then X W^T, the sequence length, each
-  // time step's index as [seq, 1, 1], and the weights. Each iteration reads its time step's input
-  // with index_select and writes its h into Y's part with where, at seq elements per row.
+  // the states, and Y's part so far when Y is an output), then X W^T, the sequence length, the
+  // time steps 0 .. seq-1, and the weights. Each iteration reads its time step's input and writes
+  // its h into Y's part (element_at, with_element_at: a pass over Y per step).
   Ran loop(const Cell& cell, size_t d) {
     const bool want_y = n.has_output(0);
     std::vector<Value*> operands = {n.scalar(0, DType::I64)};
@@ -281,7 +281,7 @@ struct Recurrence {
     const size_t carried = operands.size();
     operands.push_back(cell.xw);
     operands.push_back(n.shape_value({DType::I64, true, {seq}}));
-    operands.push_back(n.reshape(n.emit(OpKind::Arange, {}, {{"count", Shape{seq}}}), {seq, 1, 1}));
+    operands.push_back(n.emit(OpKind::Arange, {}, {{"count", Shape{seq}}}));
     for (Value* w : cell.weights)
       if (w) operands.push_back(w);
 
@@ -290,34 +290,22 @@ struct Recurrence {
     N b = n.within(body_values);
     std::vector<Value*> in;
     for (Value* v : operands) in.push_back(body->add_input(v->type));
-    Value* t = in[0];
-    Value* length = in[carried + 1];
-    Value* at = t;  // the time step this iteration visits
-    if (is_reverse(d)) at = b.emit(OpKind::Sub, {b.emit(OpKind::Sub, {length, b.scalar(1, DType::I64)}), t});
-    Value* input = b.emit(OpKind::IndexSelect, {in[carried], b.reshape(at, {1})}, {{"dim", int64_t(0)}});
-    input = b.reshape(input, {batch, cell.xw->type.shape[2]});
+    Value* at = step_index(b, in[0], in[carried + 1], is_reverse(d));  // the time step this iteration visits
+    Value* input = element_at(b, in[carried], 0, at);
     std::vector<Value*> weights;
     size_t next_weight = carried + 3;
     for (Value* w : cell.weights) weights.push_back(w ? in[next_weight++] : nullptr);
     const std::vector<Value*> states(in.begin() + 1, in.begin() + 1 + long(cell.states.size()));
     const std::vector<Value*> next = cell.step(b, input, states, weights);
-    std::vector<Value*> results = {b.emit(OpKind::Add, {t, b.scalar(1, DType::I64)})};
+    std::vector<Value*> results = {b.emit(OpKind::Add, {in[0], b.scalar(1, DType::I64)})};
     results.insert(results.end(), next.begin(), next.end());
-    if (want_y) {
-      Value* here = b.emit(OpKind::Eq, {in[carried + 2], at});
-      results.push_back(b.emit(OpKind::Where, {here, b.reshape(next[0], {1, batch, hidden}), in[carried - 1]}));
-    }
+    if (want_y) results.push_back(with_element_at(b, in[carried - 1], 0, in[carried + 2], at, next[0]));
     body->set_outputs(results);
 
-    auto cond = std::make_shared<Graph>();  // t < seq
-    std::vector<Value*> cond_in;
-    for (Value* v : operands) cond_in.push_back(cond->add_input(v->type));
-    cond->set_outputs({cond->add_node(OpKind::Lt, {cond_in[0], cond_in[carried + 1]}, {}, n.provenance())->output()});
-
-    const AttrMap attrs = {{"carried", int64_t(carried)},
-                           {"cond", std::shared_ptr<const Graph>(cond)},
-                           {"body", std::shared_ptr<const Graph>(body)}};
-    const std::vector<Value*> out = n.emit_multi(OpKind::WhileLoop, operands, attrs);
+    const LoopPredicate below_length = [&](N& c, const std::vector<Value*>& cond_in) {
+      return c.emit(OpKind::Lt, {cond_in[0], cond_in[carried + 1]});  // t < seq
+    };
+    const std::vector<Value*> out = emit_while_loop(n, operands, carried, body, below_length);
     Ran ran;
     ran.finals.assign(out.begin() + 1, out.begin() + 1 + long(cell.states.size()));
     if (want_y) ran.y = n.reshape(out[carried - 1], {seq, 1, batch, hidden});

@@ -70,11 +70,7 @@ const CompiledKernel& DeviceLoop::gate_kernel(int64_t entries, std::array<uint32
   ProgramStep step;
   step.kernel = b.finish();
   const CodegenTarget target = *backend_.codegen();
-  EmittedKernel emitted = emit(step.kernel.kernel, emit_options_for(target));
-  step.source = std::move(emitted.source);
-  step.workgroup_size = emitted.workgroup_size;
-  step.elements_per_invocation = emitted.elements_per_invocation;
-  step.invocations_per_element = emitted.invocations_per_element;
+  emit_step(step, emit_options_for(target));
   const CompiledKernel& program = gate_programs_.get(step, language_of(target.dialect));
   groups = gate_programs_.groups(&program, entries);
   gate_params_ = push_constant_bytes(step.kernel.param_values());

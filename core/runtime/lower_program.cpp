@@ -224,14 +224,18 @@ void emit_program(LoweredProgram& program, const kernel::CodegenTarget& target) 
     for (ProgramStep& s : pk.steps) {
       // C++ prints static sizes as literals; GPU dialects read them to choose a reduction's form.
       options.static_params = s.kernel.static_param_values();
-      kernel::EmittedKernel emitted = kernel::emit(s.kernel.kernel, options);
-      s.source = std::move(emitted.source);
-      s.line_origins = std::move(emitted.line_origins);
-      s.workgroup_size = emitted.workgroup_size;
-      s.elements_per_invocation = emitted.elements_per_invocation;
-      s.invocations_per_element = emitted.invocations_per_element;
+      emit_step(s, options);
     }
   }
+}
+
+void emit_step(ProgramStep& step, const kernel::EmitOptions& options) {
+  kernel::EmittedKernel emitted = kernel::emit(step.kernel.kernel, options);
+  step.source = std::move(emitted.source);
+  step.line_origins = std::move(emitted.line_origins);
+  step.workgroup_size = emitted.workgroup_size;
+  step.elements_per_invocation = emitted.elements_per_invocation;
+  step.invocations_per_element = emitted.invocations_per_element;
 }
 
 std::string print_sources(const LoweredProgram& program) {

@@ -16,6 +16,10 @@
 #include "core/runtime/donation.h"
 #include "core/runtime/schedule.h"
 
+namespace kiln::kernel {
+struct EmitOptions;  // core/kernel/emit.h
+}  // namespace kiln::kernel
+
 namespace kiln {
 
 // A graph node a kernel computes, kept so checks can run a kernel's ops again on the reference (ref).
@@ -124,6 +128,9 @@ std::string print_lowered_program(const LoweredProgram& program);
 // Emission: each step's source in the target's dialect; CUDA statements get #line directives to
 // where their node was recorded.
 void emit_program(LoweredProgram& program, const kernel::CodegenTarget& target);
+// Emits one step's kernel with `options` and keeps what emission decided: the source, its lines'
+// origins and the launch shape (emit_program's per-step work; a runtime-built kernel's too).
+void emit_step(ProgramStep& step, const kernel::EmitOptions& options);
 // Every step's generated source, with a header naming its kernel.
 std::string print_sources(const LoweredProgram& program);
 

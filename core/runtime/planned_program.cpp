@@ -149,11 +149,7 @@ PlannedProgram::LaunchPlan PlannedProgram::copy_launch(DType dtype, int64_t elem
   b.kernel().stores.push_back({out, kernel::load(in, dtype, kernel::linear_index())});
   ProgramStep step;
   step.kernel = b.finish();
-  kernel::EmittedKernel emitted = kernel::emit(step.kernel.kernel, kernel::emit_options_for(target_));
-  step.source = std::move(emitted.source);
-  step.workgroup_size = emitted.workgroup_size;
-  step.elements_per_invocation = emitted.elements_per_invocation;
-  step.invocations_per_element = emitted.invocations_per_element;
+  emit_step(step, kernel::emit_options_for(target_));
   const CompiledKernel* program = &program_for(step);
   return {program, {}, push_constant_bytes(step.kernel.param_values()), programs_.groups(program, elements)};
 }
