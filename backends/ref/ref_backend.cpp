@@ -30,6 +30,7 @@ const KernelTable& kernels() {
     register_reduce(t);
     register_linalg(t);
     register_conv(t);
+    register_winograd(t);
     register_norm(t);
     register_shape(t);
     return t;

@@ -36,6 +36,7 @@ void register_pointwise(KernelTable& table);
 void register_reduce(KernelTable& table);
 void register_linalg(KernelTable& table);
 void register_conv(KernelTable& table);
+void register_winograd(KernelTable& table);
 void register_norm(KernelTable& table);
 void register_shape(KernelTable& table);
 

@@ -30,6 +30,7 @@ struct OpTable {
     ops::define_reduce(all);
     ops::define_linalg(all);
     ops::define_conv(all);
+    ops::define_winograd(all);
     ops::define_norm(all);
     ops::define_shape(all);
     ops::define_control(all);

@@ -127,6 +127,7 @@ void define_binary(std::vector<OpDef>& table);
 void define_reduce(std::vector<OpDef>& table);
 void define_linalg(std::vector<OpDef>& table);
 void define_conv(std::vector<OpDef>& table);
+void define_winograd(std::vector<OpDef>& table);
 void define_norm(std::vector<OpDef>& table);
 void define_shape(std::vector<OpDef>& table);
 void define_control(std::vector<OpDef>& table);

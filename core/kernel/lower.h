@@ -57,6 +57,9 @@ LoweredOp lower_linalg(OpKind kind, const AttrMap& attrs, const std::vector<Tens
                        const std::vector<TensorType>& outputs, int origin);
 LoweredOp lower_conv(OpKind kind, const AttrMap& attrs, const std::vector<TensorType>& inputs,
                      const std::vector<TensorType>& outputs, int origin);
+// winograd_weights, winograd_input and winograd_output (lower_winograd.cpp; lower_conv dispatches).
+LoweredOp lower_winograd(OpKind kind, const AttrMap& attrs, const std::vector<TensorType>& inputs,
+                         const TensorType& out, int origin);
 LoweredOp lower_norm(OpKind kind, const AttrMap& attrs, const std::vector<TensorType>& inputs,
                      const std::vector<TensorType>& outputs, int origin);
 

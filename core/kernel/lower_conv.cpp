@@ -402,6 +402,8 @@ LoweredOp lower_conv(OpKind kind, const AttrMap& attrs, const std::vector<Tensor
       return lowered;
     case OpKind::MaxPoolGrad:
       return max_pool_grad(attrs, inputs.at(0), inputs.at(1), out, origin);
+    case OpKind::WinogradWeights: case OpKind::WinogradInput: case OpKind::WinogradOutput:
+      return lower_winograd(kind, attrs, inputs, out, origin);
     default:
       throw Error("op '" + std::string(op_name(kind)) + "' is not a conv op");
   }

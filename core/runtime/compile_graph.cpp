@@ -6,6 +6,7 @@
 #include <filesystem>
 #include <fstream>
 
+#include "core/passes/graph_edit.h"
 #include "core/passes/passes.h"
 #include "core/runtime/horizontal_fusion.h"
 #include "core/runtime/planned_program.h"
@@ -81,6 +82,20 @@ std::function<bool(const Node&)> ask(Backend& backend, bool (Backend::*question)
   };
 }
 
+// The convs the winograd pass rewrites: those the backend prefers so whose weight is a constant
+// (its transform is folded at compile time). A weight passed in (a parameter, an imported model's
+// initializer) would be transformed on every run, which costs more than Winograd saves on
+// lavapipe (BENCHMARKS Run 38) until a program keeps what it derives from unchanged inputs.
+// KILN_WINOGRAD=1 takes every conv the backend prefers, 0 none.
+std::function<bool(const Node&)> winograd_choice(Backend& backend) {
+  const char* env = std::getenv("KILN_WINOGRAD");
+  const std::string mode = env ? env : "";
+  std::function<bool(const Node&)> prefers = ask(backend, &Backend::prefers_winograd);
+  if (mode == "0") return [](const Node&) { return false; };
+  if (mode == "1") return prefers;
+  return [prefers](const Node& conv) { return literal_of(conv.inputs[1]) != nullptr && prefers(conv); };
+}
+
 // The stages after the graph passes: the interpreter where the backend generates no code, a
 // segmented program around loops (each segment and subgraph through the stages on its own), else
 // the planned program.
@@ -105,6 +120,8 @@ CompiledGraph compile_graph(Graph& graph, Device device, const CompileGraphOptio
   std::vector<Pass> passes = standard_pipeline();
   if (generates_code)  // first, so that the standard passes clean up what the expansions wrote
     passes.insert(passes.begin(), expand_ops_pass(ask(backend, &Backend::runs_unexpanded)));
+  if (generates_code)  // before fold-constants, which computes a constant weight's transform
+    passes.insert(passes.begin() + 1, winograd_pass(winograd_choice(backend)));
   const char* channels_last = std::getenv("KILN_CHANNELS_LAST");  // "0": off, for comparisons
   if (generates_code && !(channels_last && std::string(channels_last) == "0"))
     passes.push_back(channels_last_pass(ask(backend, &Backend::prefers_channels_last)));  // layouts for the backend's kernels

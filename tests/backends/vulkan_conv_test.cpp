@@ -4,6 +4,7 @@
 // program runs a lone conv with the template; per-layer timings of ResNet-18 / MobileNetV2 shapes.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cstdio>
 #include <cstdlib>
 
@@ -14,6 +15,7 @@
 #include "core/ir/verifier.h"
 #include "core/kiln.h"
 #include "core/frontend/interpreter.h"
+#include "core/runtime/compile_graph.h"
 #include "core/runtime/planned_program.h"
 #include "support/vulkan_template_test.h"
 
@@ -217,6 +219,45 @@ TEST_F(VulkanConv, CompiledProgramRunsConvsWithTheTemplate) {
   for (const PlannedLaunch& l : program.launches())
     if (l.is_template && l.name.rfind("conv2d_f32", 0) == 0) ++conv_templates;
   EXPECT_EQ(conv_templates, 2) << "both convs should run the conv template";
+}
+
+// compile_graph on lavapipe: a 3x3 conv whose weight is a constant (16 channels, 12x12 outputs: 36
+// tiles) runs as Winograd F(2x2, 3x3), its weight transform folded at compile time and its bias
+// and relu in the output transform's kernel; the same conv with the weight passed in stays a conv
+// (KILN_WINOGRAD unset). Values against the interpreter's direct conv on cpu.
+TEST_F(VulkanConv, CompiledConvWithAConstantWeightRunsAsWinograd) {
+  if (std::getenv("KILN_WINOGRAD")) GTEST_SKIP() << "KILN_WINOGRAD is set";
+  std::vector<float> w = random_values(8 * 16 * 9, 21);
+  std::string literal;
+  for (float v : w) literal += (literal.empty() ? "" : ", ") + std::to_string(v);
+  const std::string conv = " {channels_last=false, dilation=[1,1], groups=1, padding=[1,1,1,1], stride=[1,1]}";
+  Graph g = parse_checked("graph @main(%0: f32[1,16,12,12] \"x\", %1: f32[8] \"b\", %2: f32[8,16,3,3] \"w_in\") {\n"
+                          "  %3: f32[8,16,3,3] = constant() {value=dense<f32[8,16,3,3]>[" + literal + "]}\n"
+                          "  %4: f32[1,8,12,12] = conv(%0, %3, %1)" + conv + "\n"
+                          "  %5: f32[1,8,12,12] = relu(%4)\n"
+                          "  %6: f32[1,8,12,12] = conv(%0, %2, %1)" + conv + "\n"
+                          "  return %5, %6\n}");
+  const Graph original = g.clone();
+  Device vk = Device::parse("vulkan");
+  std::unique_ptr<DeviceProgram> compiled = compile_graph(g, vk).program;
+  auto* program = dynamic_cast<PlannedProgram*>(compiled.get());
+  ASSERT_NE(program, nullptr);
+  Tensor w_in = from_vector(w, {8, 16, 3, 3});
+  std::vector<Tensor> cpu_in = {randn({1, 16, 12, 12}, Device::cpu(), 22), randn({8}, Device::cpu(), 23), w_in};
+  std::vector<Tensor> vk_in;
+  for (const Tensor& t : cpu_in) vk_in.push_back(t.to(vk));
+  std::vector<Tensor> got = run_program(*program, vk_in), want = interpret(original, cpu_in);
+  expect_close_sums(got[0].to_vector<float>(), want[0].to_vector<float>(), 16 * 9 * 4, "winograd conv, compiled");
+  expect_close_sums(got[1].to_vector<float>(), want[1].to_vector<float>(), 16 * 9, "conv, compiled");
+  std::vector<std::string> names;
+  for (const PlannedLaunch& l : program->launches()) names.push_back(l.name);
+  auto has = [&](const std::string& prefix) {
+    return std::count_if(names.begin(), names.end(), [&](const std::string& n) { return n.rfind(prefix, 0) == 0; });
+  };
+  EXPECT_EQ(has("winograd_input"), 1);
+  EXPECT_EQ(has("fused_winograd_output_add_relu"), 1);
+  EXPECT_EQ(has("winograd_weights"), 0) << "the constant weight's transform is folded";
+  EXPECT_EQ(has("conv2d_f32"), 1) << "the conv with a weight passed in runs the conv template";
 }
 
 // The pointwise chain after a conv or matmul runs inside its template, where it stores: a

@@ -232,6 +232,12 @@ std::vector<Case> build_table() {
     t.push_back({"conv_weight_grad2d_" + dt(d), O::ConvWeightGrad, {{"kernel", I{3, 3}}},
                  {{d, {2, 2, 5, 5}}, {d, {2, 3, 3, 3}}}});
   }
+  // Winograd F(2x2, 3x3): odd sizes (cropped tiles), asymmetric padding, f32 and f64.
+  for (DType d : {DType::F32, DType::F64}) {
+    t.push_back({"winograd_weights_" + dt(d), O::WinogradWeights, {}, {{d, {3, 2, 3, 3}}}});
+    t.push_back({"winograd_input_" + dt(d), O::WinogradInput, {{"padding", I{1, 0, 2, 1}}}, {{d, {2, 3, 5, 6}}}});
+    t.push_back({"winograd_output_" + dt(d), O::WinogradOutput, {{"size", I{5, 4}}}, {{d, {16, 2, 3, 2, 3}}}});
+  }
   t.push_back({"conv_weight_grad2d_stride_pad_dil", O::ConvWeightGrad,
                {{"kernel", I{3, 2}}, {"stride", I{2, 1}}, {"padding", I{1, 0, 2, 1}}, {"dilation", I{1, 2}}},
                {{DType::F32, {2, 2, 7, 6}}, {DType::F32, {2, 4, 4, 4}}}});

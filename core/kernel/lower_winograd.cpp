@@ -1,0 +1,126 @@
+// Lowering of the Winograd F(2x2, 3x3) ops (core/ir/ops/winograd.cpp) to Reduce kernels over the
+// terms of one transformed element: winograd_weights sums the 9 filter taps, winograd_input the 4
+// input taps a row of B^T picks twice (two nonzeros per row), winograd_output the 9 tile
+// positions a row of A^T picks twice (three per row). Which taps and signs belong to an element
+// follows from its coordinates through small tables (core/ir/winograd.h) written as select
+// chains. As anchors, winograd_output's kernel takes pointwise consumers (a bias, an activation, a
+// residual add) in its epilogue.
+#include <vector>
+
+#include "core/ir/winograd.h"
+#include "core/kernel/lower_util.h"
+#include "core/support/error.h"
+
+namespace kiln::kernel {
+namespace {
+
+using namespace util;
+using namespace kiln::winograd;
+
+// values[index] for a run-time I32 index in [0, values.size()), as a chain of selects; entries
+// equal to the last are the chain's fallthrough.
+ExprRef lookup(const ExprRef& index, const std::vector<double>& values, DType type) {
+  ExprRef out = constant(values.back(), type);
+  for (size_t k = values.size() - 1; k-- > 0;)
+    if (values[k] != values.back()) out = select(ieq(index, iconst(int64_t(k))), constant(values[k], type), out);
+  return out;
+}
+
+// The nonzeros of each row of a transform: column and coefficient of row r's p-th, flattened as
+// r * per_row + p.
+struct Nonzeros {
+  std::vector<double> columns, coefficients;
+};
+template <size_t Rows, size_t Cols, size_t PerRow>
+Nonzeros nonzeros(const double (&matrix)[Rows][Cols], const int (&columns)[Rows][PerRow]) {
+  Nonzeros out;
+  for (size_t r = 0; r < Rows; ++r)
+    for (size_t p = 0; p < PerRow; ++p) {
+      out.columns.push_back(columns[r][p]);
+      out.coefficients.push_back(matrix[r][size_t(columns[r][p])]);
+    }
+  return out;
+}
+
+// U[4i + j, c, o] = sum over the 9 taps t = 3k + l of G[i][k] G[j][l] w[o, c, k, l].
+LoweredKernel weights(const TensorType& w, const TensorType& out, int origin) {
+  KernelBuilder b(kernel_name(OpKind::WinogradWeights, out.dtype, out.rank()), KernelKind::Reduce, out.shape);
+  const int ws = b.add_buffer(w.dtype, false);
+  const int os = b.add_buffer(out.dtype, true);
+  const DType acc = accumulate_in(out.dtype);
+  std::vector<double> g;
+  for (const auto& row : kG) g.insert(g.end(), std::begin(row), std::end(row));
+  ExprRef i = idiv(coord(0), iconst(kTile)), j = imod(coord(0), iconst(kTile));
+  ExprRef tap = reduction_index();
+  ExprRef k = idiv(tap, iconst(kTaps)), l = imod(tap, iconst(kTaps));
+  ExprRef coefficient = fmul(lookup(iadd(imul(i, iconst(kTaps)), k), g, acc),
+                             lookup(iadd(imul(j, iconst(kTaps)), l), g, acc), acc);
+  ExprRef channels = b.param_for(w.shape[1]);
+  ExprRef offset = iadd(imul(iadd(imul(coord(2), channels), coord(1)), iconst(kTaps * kTaps)), tap);
+  ExprRef body = fmul(coefficient, cast(load(ws, w.dtype, offset), acc), acc);
+  return finish_reduce(b, OpKind::Sum, acc, SymInt(kTaps * kTaps), body, os, out.dtype, accumulator(acc), origin);
+}
+
+// V[4i + j, n, th, tw, c] = sum over p, q in {0, 1} of Bt[i][a_p] Bt[j][b_q] x[n, c, 2th + a_p - top,
+// 2tw + b_q - left], where a_p and b_q are the nonzero columns of rows i and j; taps outside the
+// input are zero.
+LoweredKernel input(const AttrMap& attrs, const TensorType& x, const TensorType& out, int origin) {
+  KernelBuilder b(kernel_name(OpKind::WinogradInput, out.dtype, out.rank()), KernelKind::Reduce, out.shape);
+  const int xs = b.add_buffer(x.dtype, false);
+  const int os = b.add_buffer(out.dtype, true);
+  const DType acc = accumulate_in(out.dtype);
+  const std::vector<int64_t> pads = attrs.get_ints("padding");
+  const Nonzeros bt = nonzeros(kBt, kBtColumns);
+  ExprRef term = reduction_index();
+  ExprRef p = idiv(term, iconst(kBtNonzeros)), q = imod(term, iconst(kBtNonzeros));
+  ExprRef row_at = iadd(imul(idiv(coord(0), iconst(kTile)), iconst(kBtNonzeros)), p);
+  ExprRef col_at = iadd(imul(imod(coord(0), iconst(kTile)), iconst(kBtNonzeros)), q);
+  ExprRef a = lookup(row_at, bt.columns, DType::I32), bcol = lookup(col_at, bt.columns, DType::I32);
+  ExprRef sign = fmul(lookup(row_at, bt.coefficients, acc), lookup(col_at, bt.coefficients, acc), acc);
+  ExprRef height = b.param_for(x.shape[2]), width = b.param_for(x.shape[3]);
+  ExprRef h = isub(iadd(imul(coord(2), iconst(kOutTile)), a), iconst(pads[0]));
+  ExprRef w = isub(iadd(imul(coord(3), iconst(kOutTile)), bcol), iconst(pads[1]));
+  ExprRef inside = land(in_range(h, height), in_range(w, width));
+  std::vector<ExprRef> xc = {coord(1), coord(4), clamp_index(h, height), clamp_index(w, width)};
+  ExprRef value = cast(load(xs, x.dtype, strided_offset(b, xc, x.shape)), acc);
+  ExprRef body = select(inside, fmul(sign, value, acc), constant(0, acc));
+  return finish_reduce(b, OpKind::Sum, acc, SymInt(kBtNonzeros * kBtNonzeros), body, os, out.dtype,
+                       accumulator(acc), origin);
+}
+
+// Y[n, o, 2th + r, 2tw + s] = sum over k, l in {0, 1, 2} of At[r][i_k] At[s][j_l] M[4 i_k + j_l, n, th,
+// tw, o], where i_k and j_l are the nonzero columns of rows r and s.
+LoweredKernel output(const TensorType& m, const TensorType& out, int origin) {
+  KernelBuilder b(kernel_name(OpKind::WinogradOutput, out.dtype, out.rank()), KernelKind::Reduce, out.shape);
+  const int ms = b.add_buffer(m.dtype, false);
+  const int os = b.add_buffer(out.dtype, true);
+  const DType acc = accumulate_in(out.dtype);
+  const Nonzeros at = nonzeros(kAt, kAtColumns);
+  ExprRef term = reduction_index();
+  ExprRef k = idiv(term, iconst(kAtNonzeros)), l = imod(term, iconst(kAtNonzeros));
+  ExprRef row_at = iadd(imul(imod(coord(2), iconst(kOutTile)), iconst(kAtNonzeros)), k);
+  ExprRef col_at = iadd(imul(imod(coord(3), iconst(kOutTile)), iconst(kAtNonzeros)), l);
+  ExprRef i = lookup(row_at, at.columns, DType::I32), j = lookup(col_at, at.columns, DType::I32);
+  ExprRef sign = fmul(lookup(row_at, at.coefficients, acc), lookup(col_at, at.coefficients, acc), acc);
+  std::vector<ExprRef> mc = {iadd(imul(i, iconst(kTile)), j), coord(0), idiv(coord(2), iconst(kOutTile)),
+                             idiv(coord(3), iconst(kOutTile)), coord(1)};
+  ExprRef body = fmul(sign, cast(load(ms, m.dtype, strided_offset(b, mc, m.shape)), acc), acc);
+  return finish_reduce(b, OpKind::Sum, acc, SymInt(kAtNonzeros * kAtNonzeros), body, os, out.dtype,
+                       accumulator(acc), origin);
+}
+
+}  // namespace
+
+LoweredOp lower_winograd(OpKind kind, const AttrMap& attrs, const std::vector<TensorType>& inputs,
+                         const TensorType& out, int origin) {
+  LoweredOp lowered;
+  switch (kind) {
+    case OpKind::WinogradWeights: lowered.steps.push_back({weights(inputs.at(0), out, origin), {0, 1}}); break;
+    case OpKind::WinogradInput: lowered.steps.push_back({input(attrs, inputs.at(0), out, origin), {0, 1}}); break;
+    case OpKind::WinogradOutput: lowered.steps.push_back({output(inputs.at(0), out, origin), {0, 1}}); break;
+    default: throw Error("op '" + std::string(op_name(kind)) + "' is not a winograd op");
+  }
+  return lowered;
+}
+
+}  // namespace kiln::kernel

@@ -1,0 +1,81 @@
+// winograd: a 3x3 stride-1 conv the backend runs faster so becomes Winograd's F(2x2, 3x3) (the
+// ops of core/ir/ops/winograd.cpp):
+//
+//   y = conv(x, w, bias)   becomes   u = winograd_weights(w)
+//                                    v = winograd_input{padding}(x)           [16, N, TH, TW, C]
+//                                    m = matmul(reshape(v, [16, N*TH*TW, C]), u)
+//                                    y = winograd_output{size}(reshape(m, [16, N, TH, TW, O])) + bias
+//
+// 16 GEMMs of 1/9 of the conv's multiply-adds each do its work in 2.25x fewer multiplies; the
+// transforms are memory-bound kernels over 4x the activation. Where the weight is a constant (an
+// imported model), fold-constants computes u at compile time; in a training step, u is a small
+// kernel per step. This is how cuDNN and oneDNN pick Winograd for 3x3 convs; eager ops keep the
+// conv. The new nodes keep the conv's provenance, so the debugger maps their kernels to its line.
+#include <unordered_map>
+
+#include "core/ir/grad_builder.h"
+#include "core/passes/graph_edit.h"
+#include "core/passes/passes.h"
+
+namespace kiln {
+namespace {
+
+// An absent or empty list is ONNX's default of ones.
+bool all_ones(const AttrMap& attrs, const std::string& name) {
+  if (!attrs.has(name)) return true;
+  for (int64_t v : attrs.get_ints(name))
+    if (v != 1) return false;
+  return true;
+}
+
+}  // namespace
+
+bool is_winograd_candidate(const Node& n) {
+  if (n.kind != OpKind::Conv || n.outputs.size() != 1 || is_channels_last(n.attrs)) return false;
+  const TensorType& x = n.inputs[0]->type;
+  const TensorType& w = n.inputs[1]->type;
+  if (x.dtype != DType::F32 || x.rank() != 4 || !is_static(Shape(x.shape.begin() + 1, x.shape.end())) ||
+      !is_static(w.shape) || w.shape[2].value() != 3 || w.shape[3].value() != 3)
+    return false;
+  return (!n.attrs.has("groups") || n.attrs.get_int("groups") == 1) && all_ones(n.attrs, "stride") && all_ones(n.attrs, "dilation");
+}
+
+Pass winograd_pass(std::function<bool(const Node&)> wanted) {
+  return {"winograd", "3x3 stride-1 convs as Winograd F(2x2, 3x3): input and output transforms around 16 GEMMs",
+          [wanted = std::move(wanted)](Graph& graph) {
+            std::unordered_map<const Node*, const Node*> places;  // each added node -> the conv it replaces
+            std::unordered_map<const Value*, Value*> replaced;
+            for (Node* conv : graph.nodes()) {
+              if (!is_winograd_candidate(*conv) || !wanted(*conv)) continue;
+              const size_t before = graph.num_nodes();
+              GradBuilder b = GradBuilder::expanding(graph, *conv);
+              const Shape& out = conv->output()->type.shape;  // [N, O, OH, OW]
+              std::vector<int64_t> padding =
+                  conv->attrs.has("padding") ? conv->attrs.get_ints("padding") : std::vector<int64_t>{};
+              if (padding.empty()) padding.assign(4, 0);
+              AttrMap input_attrs, output_attrs;
+              input_attrs.set("padding", padding);
+              output_attrs.set("size", std::vector<int64_t>{out[2].value(), out[3].value()});
+              Value* u = b.op(OpKind::WinogradWeights, {b.input(1)});
+              Value* v = b.op(OpKind::WinogradInput, {b.input(0)}, input_attrs);
+              const Shape& tiles = v->type.shape;  // [16, N, TH, TW, C]
+              Value* rows = b.reshape(v, {tiles[0], tiles[1] * tiles[2] * tiles[3], tiles[4]});
+              Value* m = b.op(OpKind::MatMul, {rows, u});
+              Value* y = b.op(OpKind::WinogradOutput, {b.reshape(m, {tiles[0], tiles[1], tiles[2], tiles[3], out[1]})},
+                              output_attrs);
+              if (conv->inputs.size() > 2) y = b.op(OpKind::Add, {y, b.reshape(b.input(2), {out[1], 1, 1})});
+              const std::vector<Node*> nodes = graph.nodes();
+              for (size_t i = before; i < nodes.size(); ++i) places[nodes[i]] = conv;
+              replaced[conv->output()] = y;
+            }
+            PassStats stats;
+            stats.counters["convs_rewritten"] = int64_t(replaced.size());
+            if (replaced.empty()) return stats;
+            graph.replace_uses(replaced);
+            restore_topological_order(graph, places);
+            stats.counters["nodes_removed"] = int64_t(graph.remove_dead_nodes());
+            return stats;
+          }};
+}
+
+}  // namespace kiln
