@@ -19,7 +19,7 @@ using namespace kiln::winograd;
 
 // values[index] for a run-time I32 index in [0, values.size()), as a chain of selects; entries
 // equal to the last are the chain's fallthrough.
-ExprRef lookup(const ExprRef& index, const std::vector<double>& values, DType type) {
+ExprRef select_from_table(const ExprRef& index, const std::vector<double>& values, DType type) {
   ExprRef out = constant(values.back(), type);
   for (size_t k = values.size() - 1; k-- > 0;)
     if (values[k] != values.back()) out = select(ieq(index, iconst(int64_t(k))), constant(values[k], type), out);
@@ -32,7 +32,7 @@ struct Nonzeros {
   std::vector<double> columns, coefficients;
 };
 template <size_t Rows, size_t Cols, size_t PerRow>
-Nonzeros nonzeros(const double (&matrix)[Rows][Cols], const int (&columns)[Rows][PerRow]) {
+Nonzeros nonzeros_of(const double (&matrix)[Rows][Cols], const int (&columns)[Rows][PerRow]) {
   Nonzeros out;
   for (size_t r = 0; r < Rows; ++r)
     for (size_t p = 0; p < PerRow; ++p) {
@@ -42,8 +42,22 @@ Nonzeros nonzeros(const double (&matrix)[Rows][Cols], const int (&columns)[Rows]
   return out;
 }
 
+// What reduction term t of a transformed element reads, for the element's rows `row` and `col` of a
+// transform with `per_row` nonzeros a row: t picks the (t / per_row)-th nonzero of `row` and the
+// (t % per_row)-th of `col`; their columns, and the product of their coefficients in `type`.
+struct Term {
+  ExprRef row_column, col_column, sign;
+};
+Term term_of(const Nonzeros& nz, int per_row, const ExprRef& row, const ExprRef& col, DType type) {
+  ExprRef t = reduction_index();
+  ExprRef row_at = iadd(imul(row, iconst(per_row)), idiv(t, iconst(per_row)));
+  ExprRef col_at = iadd(imul(col, iconst(per_row)), imod(t, iconst(per_row)));
+  return {select_from_table(row_at, nz.columns, DType::I32), select_from_table(col_at, nz.columns, DType::I32),
+          fmul(select_from_table(row_at, nz.coefficients, type), select_from_table(col_at, nz.coefficients, type), type)};
+}
+
 // U[4i + j, c, o] = sum over the 9 taps t = 3k + l of G[i][k] G[j][l] w[o, c, k, l].
-LoweredKernel weights(const TensorType& w, const TensorType& out, int origin) {
+LoweredKernel transform_weights(const TensorType& w, const TensorType& out, int origin) {
   KernelBuilder b(kernel_name(OpKind::WinogradWeights, out.dtype, out.rank()), KernelKind::Reduce, out.shape);
   const int ws = b.add_buffer(w.dtype, false);
   const int os = b.add_buffer(out.dtype, true);
@@ -53,8 +67,8 @@ LoweredKernel weights(const TensorType& w, const TensorType& out, int origin) {
   ExprRef i = idiv(coord(0), iconst(kTile)), j = imod(coord(0), iconst(kTile));
   ExprRef tap = reduction_index();
   ExprRef k = idiv(tap, iconst(kTaps)), l = imod(tap, iconst(kTaps));
-  ExprRef coefficient = fmul(lookup(iadd(imul(i, iconst(kTaps)), k), g, acc),
-                             lookup(iadd(imul(j, iconst(kTaps)), l), g, acc), acc);
+  ExprRef coefficient = fmul(select_from_table(iadd(imul(i, iconst(kTaps)), k), g, acc),
+                             select_from_table(iadd(imul(j, iconst(kTaps)), l), g, acc), acc);
   ExprRef channels = b.param_for(w.shape[1]);
   ExprRef offset = iadd(imul(iadd(imul(coord(2), channels), coord(1)), iconst(kTaps * kTaps)), tap);
   ExprRef body = fmul(coefficient, cast(load(ws, w.dtype, offset), acc), acc);
@@ -64,47 +78,37 @@ LoweredKernel weights(const TensorType& w, const TensorType& out, int origin) {
 // V[4i + j, n, th, tw, c] = sum over p, q in {0, 1} of Bt[i][a_p] Bt[j][b_q] x[n, c, 2th + a_p - top,
 // 2tw + b_q - left], where a_p and b_q are the nonzero columns of rows i and j; taps outside the
 // input are zero.
-LoweredKernel input(const AttrMap& attrs, const TensorType& x, const TensorType& out, int origin) {
+LoweredKernel transform_input(const AttrMap& attrs, const TensorType& x, const TensorType& out, int origin) {
   KernelBuilder b(kernel_name(OpKind::WinogradInput, out.dtype, out.rank()), KernelKind::Reduce, out.shape);
   const int xs = b.add_buffer(x.dtype, false);
   const int os = b.add_buffer(out.dtype, true);
   const DType acc = accumulate_in(out.dtype);
   const std::vector<int64_t> pads = attrs.get_ints("padding");
-  const Nonzeros bt = nonzeros(kBt, kBtColumns);
-  ExprRef term = reduction_index();
-  ExprRef p = idiv(term, iconst(kBtNonzeros)), q = imod(term, iconst(kBtNonzeros));
-  ExprRef row_at = iadd(imul(idiv(coord(0), iconst(kTile)), iconst(kBtNonzeros)), p);
-  ExprRef col_at = iadd(imul(imod(coord(0), iconst(kTile)), iconst(kBtNonzeros)), q);
-  ExprRef a = lookup(row_at, bt.columns, DType::I32), bcol = lookup(col_at, bt.columns, DType::I32);
-  ExprRef sign = fmul(lookup(row_at, bt.coefficients, acc), lookup(col_at, bt.coefficients, acc), acc);
+  const Term term = term_of(nonzeros_of(kBt, kBtColumns), kBtNonzeros, idiv(coord(0), iconst(kTile)),
+                            imod(coord(0), iconst(kTile)), acc);
   ExprRef height = b.param_for(x.shape[2]), width = b.param_for(x.shape[3]);
-  ExprRef h = isub(iadd(imul(coord(2), iconst(kOutTile)), a), iconst(pads[0]));
-  ExprRef w = isub(iadd(imul(coord(3), iconst(kOutTile)), bcol), iconst(pads[1]));
+  ExprRef h = isub(iadd(imul(coord(2), iconst(kOutTile)), term.row_column), iconst(pads[0]));
+  ExprRef w = isub(iadd(imul(coord(3), iconst(kOutTile)), term.col_column), iconst(pads[1]));
   ExprRef inside = land(in_range(h, height), in_range(w, width));
   std::vector<ExprRef> xc = {coord(1), coord(4), clamp_index(h, height), clamp_index(w, width)};
   ExprRef value = cast(load(xs, x.dtype, strided_offset(b, xc, x.shape)), acc);
-  ExprRef body = select(inside, fmul(sign, value, acc), constant(0, acc));
+  ExprRef body = select(inside, fmul(term.sign, value, acc), constant(0, acc));
   return finish_reduce(b, OpKind::Sum, acc, SymInt(kBtNonzeros * kBtNonzeros), body, os, out.dtype,
                        accumulator(acc), origin);
 }
 
 // Y[n, o, 2th + r, 2tw + s] = sum over k, l in {0, 1, 2} of At[r][i_k] At[s][j_l] M[4 i_k + j_l, n, th,
 // tw, o], where i_k and j_l are the nonzero columns of rows r and s.
-LoweredKernel output(const TensorType& m, const TensorType& out, int origin) {
+LoweredKernel transform_output(const TensorType& m, const TensorType& out, int origin) {
   KernelBuilder b(kernel_name(OpKind::WinogradOutput, out.dtype, out.rank()), KernelKind::Reduce, out.shape);
   const int ms = b.add_buffer(m.dtype, false);
   const int os = b.add_buffer(out.dtype, true);
   const DType acc = accumulate_in(out.dtype);
-  const Nonzeros at = nonzeros(kAt, kAtColumns);
-  ExprRef term = reduction_index();
-  ExprRef k = idiv(term, iconst(kAtNonzeros)), l = imod(term, iconst(kAtNonzeros));
-  ExprRef row_at = iadd(imul(imod(coord(2), iconst(kOutTile)), iconst(kAtNonzeros)), k);
-  ExprRef col_at = iadd(imul(imod(coord(3), iconst(kOutTile)), iconst(kAtNonzeros)), l);
-  ExprRef i = lookup(row_at, at.columns, DType::I32), j = lookup(col_at, at.columns, DType::I32);
-  ExprRef sign = fmul(lookup(row_at, at.coefficients, acc), lookup(col_at, at.coefficients, acc), acc);
-  std::vector<ExprRef> mc = {iadd(imul(i, iconst(kTile)), j), coord(0), idiv(coord(2), iconst(kOutTile)),
+  const Term term = term_of(nonzeros_of(kAt, kAtColumns), kAtNonzeros, imod(coord(2), iconst(kOutTile)),
+                            imod(coord(3), iconst(kOutTile)), acc);
+  std::vector<ExprRef> mc = {iadd(imul(term.row_column, iconst(kTile)), term.col_column), coord(0), idiv(coord(2), iconst(kOutTile)),
                              idiv(coord(3), iconst(kOutTile)), coord(1)};
-  ExprRef body = fmul(sign, cast(load(ms, m.dtype, strided_offset(b, mc, m.shape)), acc), acc);
+  ExprRef body = fmul(term.sign, cast(load(ms, m.dtype, strided_offset(b, mc, m.shape)), acc), acc);
   return finish_reduce(b, OpKind::Sum, acc, SymInt(kAtNonzeros * kAtNonzeros), body, os, out.dtype,
                        accumulator(acc), origin);
 }
@@ -115,9 +119,9 @@ LoweredOp lower_winograd(OpKind kind, const AttrMap& attrs, const std::vector<Te
                          const TensorType& out, int origin) {
   LoweredOp lowered;
   switch (kind) {
-    case OpKind::WinogradWeights: lowered.steps.push_back({weights(inputs.at(0), out, origin), {0, 1}}); break;
-    case OpKind::WinogradInput: lowered.steps.push_back({input(attrs, inputs.at(0), out, origin), {0, 1}}); break;
-    case OpKind::WinogradOutput: lowered.steps.push_back({output(inputs.at(0), out, origin), {0, 1}}); break;
+    case OpKind::WinogradWeights: lowered.steps.push_back({transform_weights(inputs.at(0), out, origin), {0, 1}}); break;
+    case OpKind::WinogradInput: lowered.steps.push_back({transform_input(attrs, inputs.at(0), out, origin), {0, 1}}); break;
+    case OpKind::WinogradOutput: lowered.steps.push_back({transform_output(inputs.at(0), out, origin), {0, 1}}); break;
     default: throw Error("op '" + std::string(op_name(kind)) + "' is not a winograd op");
   }
   return lowered;

@@ -82,18 +82,19 @@ std::function<bool(const Node&)> ask(Backend& backend, bool (Backend::*question)
   };
 }
 
-// The convs the winograd pass rewrites: those the backend prefers so whose weight is a constant
-// (its transform is folded at compile time). A weight passed in (a parameter, an imported model's
-// initializer) would be transformed on every run, which costs more than Winograd saves on
-// lavapipe (BENCHMARKS Run 38) until a program keeps what it derives from unchanged inputs.
-// KILN_WINOGRAD=1 takes every conv the backend prefers, 0 none.
+// The convs the winograd pass rewrites. Off unless KILN_WINOGRAD asks: "1" takes every conv the
+// backend prefers so, "const" those whose weight is a constant (its transform folded at compile
+// time). Winograd measured faster on lavapipe only with static sizes in its GLSL kernels, and a
+// weight passed in (a parameter, an imported model's initializer) costs a transform per run until
+// a program keeps what it derives from unchanged inputs (BENCHMARKS Run 38).
 std::function<bool(const Node&)> winograd_choice(Backend& backend) {
   const char* env = std::getenv("KILN_WINOGRAD");
   const std::string mode = env ? env : "";
   std::function<bool(const Node&)> prefers = ask(backend, &Backend::prefers_winograd);
-  if (mode == "0") return [](const Node&) { return false; };
   if (mode == "1") return prefers;
-  return [prefers](const Node& conv) { return literal_of(conv.inputs[1]) != nullptr && prefers(conv); };
+  if (mode == "const")
+    return [prefers](const Node& conv) { return literal_of(conv.inputs[1]) != nullptr && prefers(conv); };
+  return [](const Node&) { return false; };
 }
 
 // The stages after the graph passes: the interpreter where the backend generates no code, a

@@ -221,12 +221,16 @@ TEST_F(VulkanConv, CompiledProgramRunsConvsWithTheTemplate) {
   EXPECT_EQ(conv_templates, 2) << "both convs should run the conv template";
 }
 
-// compile_graph on lavapipe: a 3x3 conv whose weight is a constant (16 channels, 12x12 outputs: 36
-// tiles) runs as Winograd F(2x2, 3x3), its weight transform folded at compile time and its bias
-// and relu in the output transform's kernel; the same conv with the weight passed in stays a conv
-// (KILN_WINOGRAD unset). Values against the interpreter's direct conv on cpu.
+// compile_graph on lavapipe with KILN_WINOGRAD=const: a 3x3 conv whose weight is a constant (16
+// channels, 12x12 outputs: 36 tiles) runs as Winograd F(2x2, 3x3), its weight transform folded at
+// compile time and its bias and relu in the output transform's kernel; the same conv with the
+// weight passed in stays a conv. Values against the interpreter's direct conv on cpu.
 TEST_F(VulkanConv, CompiledConvWithAConstantWeightRunsAsWinograd) {
   if (std::getenv("KILN_WINOGRAD")) GTEST_SKIP() << "KILN_WINOGRAD is set";
+  struct Mode {
+    Mode() { setenv("KILN_WINOGRAD", "const", 1); }
+    ~Mode() { unsetenv("KILN_WINOGRAD"); }
+  } mode;
   std::vector<float> w = random_values(8 * 16 * 9, 21);
   std::string literal;
   for (float v : w) literal += (literal.empty() ? "" : ", ") + std::to_string(v);
