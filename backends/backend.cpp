@@ -1,9 +1,16 @@
 // Default implementations of the optional backend slots.
 #include "backends/backend.h"
 
+#include <atomic>
+
 #include "core/support/error.h"
 
 namespace kiln {
+
+uint64_t Buffer::new_serial() {
+  static std::atomic<uint64_t> next_serial{1};
+  return next_serial.fetch_add(1, std::memory_order_relaxed);
+}
 
 void MemoryCounter::add(int64_t bytes) {
   const int64_t now = allocated_.fetch_add(bytes, std::memory_order_relaxed) + bytes;

@@ -97,20 +97,26 @@ class MemoryCounter {
 // A device allocation. Backends subclass it; its memory is freed by the destructor.
 class Buffer {
  public:
-  explicit Buffer(size_t bytes) : bytes_(bytes) {}
+  explicit Buffer(size_t bytes) : bytes_(bytes), serial_(new_serial()) {}
   virtual ~Buffer() {
     if (counter_) counter_->release(int64_t(bytes_));
   }
   Buffer(const Buffer&) = delete;
   Buffer& operator=(const Buffer&) = delete;
   size_t bytes() const { return bytes_; }
+  // Names these contents, unique for the process: a buffer allocated later at the same address has
+  // another serial, and so has this one after rewritten(). What a kernel or program derives from a
+  // stable operand (BufferView::stable) can be keyed on it.
+  uint64_t serial() const { return serial_; }
   // A compiled program wrote new contents over this buffer, which a tensor held (a donated input):
-  // what kernels kept about the old contents (BufferView::stable) no longer holds.
-  virtual void rewritten() {}
+  // what was derived from the old contents no longer holds. A new serial.
+  void rewritten() { serial_ = new_serial(); }
 
  private:
+  static uint64_t new_serial();
   friend class Backend;  // Backend::alloc counts the buffer in
   size_t bytes_;
+  uint64_t serial_;
   std::shared_ptr<MemoryCounter> counter_;  // the backend's; kept alive by the buffers it counts
 };
 

@@ -13,15 +13,7 @@
 
 namespace kiln::reference {
 
-namespace {
-uint64_t new_serial() {
-  static std::atomic<uint64_t> next_serial{1};
-  return next_serial.fetch_add(1, std::memory_order_relaxed);
-}
-}  // namespace
-
 HostBuffer::HostBuffer(size_t bytes) : Buffer(bytes) {
-  serial_ = new_serial();
   // 64-byte alignment suits every dtype and vector loads; never a null pointer, even for 0 bytes.
   // Buffers of 4 MiB and more are 2 MiB aligned and ask for transparent huge pages: a fresh 64 MiB
   // tensor then takes 32 page faults on first touch instead of 16384, which cost more than the
@@ -35,8 +27,6 @@ HostBuffer::HostBuffer(size_t bytes) : Buffer(bytes) {
 }
 
 HostBuffer::~HostBuffer() { std::free(data_); }
-
-void HostBuffer::rewritten() { serial_ = new_serial(); }
 
 namespace {
 void check_range(const Buffer& b, size_t bytes, size_t offset, const char* what) {

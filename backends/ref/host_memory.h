@@ -15,14 +15,9 @@ class HostBuffer : public Buffer {
   explicit HostBuffer(size_t bytes);
   ~HostBuffer() override;
   void* data() const { return data_; }
-  // Unique for the process: a buffer allocated later at the same address has another serial, so
-  // what a kernel keeps about a stable operand (BufferView::stable) can be keyed on it.
-  uint64_t serial() const { return serial_; }
-  void rewritten() override;  // a new serial
 
  private:
   void* data_;
-  uint64_t serial_;
 };
 
 // The memory of a HostBuffer. Dispatch keeps each op's tensors on one device, so a host backend

@@ -685,6 +685,8 @@ std::vector<Tensor> Engine::State::compile_and_run(std::span<const ArgView> args
   graph_options.program.reduce_overhead = options.mode == Mode::ReduceOverhead;
   graph_options.program.max_autotune = options.mode == Mode::MaxAutotune;
   graph_options.program.outputs_over_inputs = updated_inputs(traced->writes);
+  for (size_t i = traced->graph.inputs().size() - traced->captured.size(); i < traced->graph.inputs().size(); ++i)
+    graph_options.program.parameter_inputs.push_back(i);  // captures: parameters and state, not the call's data
   for (const WriteBack& w : traced->writes)
     if (w.grad && !w.clear) graph_options.program.lent_outputs.push_back(w.output);
   std::vector<PassRecord> pass_records;

@@ -283,10 +283,10 @@ class Printer {
 
   static std::string vec4_type(DType t) { return t == DType::I32 ? "ivec4" : "vec4"; }
 
-  // Param `slot` as the kernel reads it; a C++ kernel's static sizes are literals, so the compiler
-  // folds the index divisions by them (EmitOptions::static_params).
+  // Param `slot` as the kernel reads it; the static sizes of a C++ or specialized kernel are
+  // literals, so the compiler folds the index divisions by them (EmitOptions::static_params).
   std::string param(int slot) const {
-    if (cpp(d_) && size_t(slot) < o_.static_params.size() && o_.static_params[size_t(slot)])
+    if ((cpp(d_) || k_.specialized) && size_t(slot) < o_.static_params.size() && o_.static_params[size_t(slot)])
       return std::to_string(*o_.static_params[size_t(slot)]);
     return "pc.p[" + std::to_string(slot) + "]";
   }

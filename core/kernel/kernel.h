@@ -49,6 +49,10 @@ struct Kernel {
   std::vector<Store> stores;      // empty in a horizontal kernel
   std::vector<Segment> segments;  // a horizontal kernel's members (see above)
   int segment_alignment = 1;      // every segment starts at a multiple of it (4: vec4 GLSL stays vec4)
+  // Built for one shape (a lowering that needs static sizes anyway, like Winograd's transforms): its
+  // static sizes are literals in every dialect, as in C++, so index divisions by them fold. Others
+  // keep sizes as params in GLSL and CUDA, so one compiled kernel serves every size.
+  bool specialized = false;
 
   // Reduce only. body/epilogue may use ExprKind::Coord, reduction_index() and accumulator().
   OpKind combiner = OpKind::Sum;  // Sum, Prod, ReduceMax, ReduceMin, ArgMax, ArgMin

@@ -275,6 +275,7 @@ LoweredGroup lower_group(const std::vector<const Node*>& nodes, const std::vecto
       }
       if (k.kernel.kind != KernelKind::Reduce) throw fail("expected a reduce kernel for " + node_text(n));
       Kernel& fused = b.kernel();
+      fused.specialized = fused.specialized || k.kernel.specialized;
       fused.combiner = k.kernel.combiner;
       fused.accumulator_type = k.kernel.accumulator_type;
       fused.extent = composer.translate(k.kernel.extent, k, slots, members, own);

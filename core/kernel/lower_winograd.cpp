@@ -61,6 +61,7 @@ LoweredKernel transform_weights(const TensorType& w, const TensorType& out, int 
   KernelBuilder b(kernel_name(OpKind::WinogradWeights, out.dtype, out.rank()), KernelKind::Reduce, out.shape);
   const int ws = b.add_buffer(w.dtype, false);
   const int os = b.add_buffer(out.dtype, true);
+  b.kernel().specialized = true;  // static sizes: llvmpipe divides by a push constant lane by lane
   const DType acc = accumulate_in(out.dtype);
   std::vector<double> g;
   for (const auto& row : kG) g.insert(g.end(), std::begin(row), std::end(row));
@@ -82,6 +83,7 @@ LoweredKernel transform_input(const AttrMap& attrs, const TensorType& x, const T
   KernelBuilder b(kernel_name(OpKind::WinogradInput, out.dtype, out.rank()), KernelKind::Reduce, out.shape);
   const int xs = b.add_buffer(x.dtype, false);
   const int os = b.add_buffer(out.dtype, true);
+  b.kernel().specialized = true;  // static sizes: llvmpipe divides by a push constant lane by lane
   const DType acc = accumulate_in(out.dtype);
   const std::vector<int64_t> pads = attrs.get_ints("padding");
   const Term term = term_of(nonzeros_of(kBt, kBtColumns), kBtNonzeros, idiv(coord(0), iconst(kTile)),
@@ -103,6 +105,7 @@ LoweredKernel transform_output(const TensorType& m, const TensorType& out, int o
   KernelBuilder b(kernel_name(OpKind::WinogradOutput, out.dtype, out.rank()), KernelKind::Reduce, out.shape);
   const int ms = b.add_buffer(m.dtype, false);
   const int os = b.add_buffer(out.dtype, true);
+  b.kernel().specialized = true;  // static sizes: llvmpipe divides by a push constant lane by lane
   const DType acc = accumulate_in(out.dtype);
   const Term term = term_of(nonzeros_of(kAt, kAtColumns), kAtNonzeros, imod(coord(2), iconst(kOutTile)),
                             imod(coord(3), iconst(kOutTile)), acc);

@@ -137,7 +137,9 @@ CompiledModel::CompiledModel(const ImportedModel& model, Device device, const Pr
   CompiledGraph compiled = [&] {
     GuardSinkScope record(&compile_guards);
     ArtifactScope code(recording_artifacts(), model.artifacts ? model.artifacts.get() : provided_artifacts());
-    return compile_graph(graph_, device, {pipeline, options});
+    ProgramOptions program_options = options;  // the captured weights follow the model's inputs
+    for (size_t i = inputs_.size(); i < graph_.inputs().size(); ++i) program_options.parameter_inputs.push_back(i);
+    return compile_graph(graph_, device, {pipeline, program_options});
   }();
   std::set<std::string> seen;
   for (const ImportGuard& g : guards_) seen.insert(guard_text(g.guard));

@@ -6,9 +6,9 @@
 #include <filesystem>
 #include <fstream>
 
-#include "core/passes/graph_edit.h"
 #include "core/passes/passes.h"
 #include "core/runtime/horizontal_fusion.h"
+#include "core/runtime/kept_kernels.h"
 #include "core/runtime/planned_program.h"
 #include "core/runtime/schedule.h"
 #include "core/runtime/segmented_program.h"
@@ -59,6 +59,8 @@ ProgramStages run_program_stages(const Graph& graph, Backend& backend, const Pro
     if (dump.enabled()) dump.write("donation", "txt", print_outputs_over_inputs(program, program.outputs_over_inputs));
   }
 
+  mark_kept_kernels(program, options);  // kernels of unchanging inputs run once per set of them
+
   ProgramMemory memory;  // memory planning, at the traced sizes (again per input shapes at run time)
   try {
     memory = plan_program_memory(program.values, program.kernels, traced_bindings(program.input_types),
@@ -82,19 +84,12 @@ std::function<bool(const Node&)> ask(Backend& backend, bool (Backend::*question)
   };
 }
 
-// The convs the winograd pass rewrites. Off unless KILN_WINOGRAD asks: "1" takes every conv the
-// backend prefers so, "const" those whose weight is a constant (its transform folded at compile
-// time). Winograd measured faster on lavapipe only with static sizes in its GLSL kernels, and a
-// weight passed in (a parameter, an imported model's initializer) costs a transform per run until
-// a program keeps what it derives from unchanged inputs (BENCHMARKS Run 38).
+// The convs the winograd pass rewrites: those the backend prefers so; none with KILN_WINOGRAD=0,
+// for comparisons.
 std::function<bool(const Node&)> winograd_choice(Backend& backend) {
   const char* env = std::getenv("KILN_WINOGRAD");
-  const std::string mode = env ? env : "";
-  std::function<bool(const Node&)> prefers = ask(backend, &Backend::prefers_winograd);
-  if (mode == "1") return prefers;
-  if (mode == "const")
-    return [prefers](const Node& conv) { return literal_of(conv.inputs[1]) != nullptr && prefers(conv); };
-  return [](const Node&) { return false; };
+  if (env && std::string(env) == "0") return [](const Node&) { return false; };
+  return ask(backend, &Backend::prefers_winograd);
 }
 
 // The stages after the graph passes: the interpreter where the backend generates no code, a

@@ -97,6 +97,8 @@ struct ProgramKernel {
   std::vector<std::vector<ViewOp>> input_views;
   std::vector<int> reads, writes;              // value numbers (writes include scratch)
   int in_place_output = -1, in_place_input = -1;  // a pointwise store over an input it reads
+  // Reads only what stays unchanged between runs; its results are kept (kept_kernels.h).
+  bool kept = false;
 };
 
 struct ProgramConstant {

@@ -173,6 +173,7 @@ void PlannedProgram::prepare(const std::map<std::string, int64_t>& bindings) {
     }
   }
   launches_.clear();
+  kept_serials_.clear();  // the kept results' places may have moved
   for (size_t k = 0; k < schedule_.size(); ++k) {
     const ProgramKernel& ks = schedule_[k];
     if (ks.template_op)
@@ -366,7 +367,15 @@ std::vector<DeviceTensor> PlannedProgram::launch_run(const std::vector<DeviceTen
   } else if (checked_mode()) {
     run_kernels_checked(bind_args);
   } else {
-    for (const LaunchPlan& l : launches_) launch(l, bind_args(l.args));
+    const std::vector<bool> skip = kept_from_last_run(inputs, fresh);
+    try {
+      for (const LaunchPlan& l : launches_)
+        if (l.kernel >= 0 && skip[size_t(l.kernel)]) ++kept_launches_;
+        else launch(l, bind_args(l.args));
+    } catch (...) {
+      kept_serials_.clear();  // a kept kernel may not have run
+      throw;
+    }
   }
   for (size_t i = 0; i < output_copies_.size(); ++i) {
     if (!output_copies_[i].program || first_output.at(output_values_[i]) != i) continue;
@@ -380,6 +389,27 @@ std::vector<DeviceTensor> PlannedProgram::launch_run(const std::vector<DeviceTen
   stream_->sync();
   for (const std::shared_ptr<Buffer>& b : rewritten) b->rewritten();
   return results;
+}
+
+std::vector<bool> PlannedProgram::kept_from_last_run(const std::vector<DeviceTensor>& inputs,
+                                                     const std::vector<std::shared_ptr<Buffer>>& outputs) {
+  std::vector<bool> skip(schedule_.size(), false);
+  kept_serials_.resize(schedule_.size());
+  for (size_t k = 0; k < schedule_.size(); ++k) {
+    if (!schedule_[k].kept) continue;
+    std::vector<uint64_t> now;
+    for (int r : schedule_[k].reads) {
+      const Binding b = resolve(r, inputs, outputs);
+      if (!b.buffer || queued_ || profiling_) {  // nothing to key on, or a run whose launches are all wanted
+        now.clear();
+        break;
+      }
+      now.push_back(b.buffer->serial());
+    }
+    skip[k] = !now.empty() && now == kept_serials_[k];
+    kept_serials_[k] = std::move(now);
+  }
+  return skip;
 }
 
 void PlannedProgram::bind_direct(const std::vector<DeviceTensor>& inputs) {
@@ -426,6 +456,7 @@ void PlannedProgram::release_intermediates() {
   if (options_.reduce_overhead || !prepared_) return;
   if (stream_) stream_->sync();
   arenas_.clear();
+  kept_serials_.clear();
   prepared_ = false;
 }
 

@@ -69,6 +69,8 @@ class PlannedProgram : public DeviceProgram {
   const std::vector<PlanValue>& plan_values() const { return plan_values_; }
   // Times the launches were recorded (reduce_overhead): once per distinct set of input shapes seen.
   int recordings() const { return recordings_; }
+  // Launches skipped because their kernel is kept (kept_kernels.h) and read the same buffers last run.
+  int64_t kept_launches() const { return kept_launches_; }
   // Per plan_values() entry: the graph value id it holds, -1 for kernel scratch.
   const std::vector<int>& plan_value_ids() const { return plan_value_ids_; }
   Device device() const { return device_; }
@@ -134,6 +136,10 @@ class PlannedProgram : public DeviceProgram {
   Binding resolve(int value, const std::vector<DeviceTensor>& inputs,
                   const std::vector<std::shared_ptr<Buffer>>& outputs) const;
   void launch(const LaunchPlan& plan, const std::vector<Binding>& bindings);
+  // Per schedule kernel: whether it is kept and read the same buffers (by serial) last run, so its
+  // results are still in place; remembers this run's serials.
+  std::vector<bool> kept_from_last_run(const std::vector<DeviceTensor>& inputs,
+                                       const std::vector<std::shared_ptr<Buffer>>& outputs);
   // Checked mode (planned_checks.cpp): runs launches_ kernel by kernel, scanning each kernel's
   // outputs and, for indexing kernels, its indices first.
   void run_kernels_checked(const std::function<std::vector<Binding>(const std::vector<int>&)>& bind_args);
@@ -182,6 +188,8 @@ class PlannedProgram : public DeviceProgram {
   std::vector<DirectInput> direct_;
   bool recorded_ = false;
   int recordings_ = 0;
+  std::vector<std::vector<uint64_t>> kept_serials_;  // per schedule kernel: its reads' serials last run
+  int64_t kept_launches_ = 0;
   std::unique_ptr<Stream> stream_;
 };
 

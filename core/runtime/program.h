@@ -35,6 +35,10 @@ struct ProgramOptions {
   // training step's gradients, which the next step drops). The next run takes the buffer back when
   // the caller has let it go, and records again with a new one when it has not.
   std::vector<size_t> lent_outputs;
+  // Inputs that are parameters (an imported model's weights, a compiled function's captures), not
+  // data: kernels that read only these and constants are kept between runs while the same
+  // buffers come back (kept_kernels.h).
+  std::vector<size_t> parameter_inputs;
 };
 
 class DeviceProgram {

@@ -35,6 +35,14 @@ ProgramMemory plan_program_memory(const std::vector<ProgramValue>& values,
       memory.values[size_t(memory.plan_index[size_t(pk.in_place_output)])].in_place_of =
           memory.plan_index[size_t(storage_value(values, pk.in_place_input))];
   }
+  // What a kept kernel writes is read again by later runs (kept_kernels.h): alive all along.
+  for (const ProgramKernel& pk : kernels)
+    if (pk.kept)
+      for (int w : pk.writes)
+        if (const int planned = memory.plan_index[size_t(w)]; planned >= 0) {
+          memory.values[size_t(planned)].first = 0;
+          memory.values[size_t(planned)].last = int(kernels.size()) - 1;
+        }
   MemoryPlanOptions options;
   options.max_buffer_bytes = max_buffer_bytes;
   memory.plan = plan_memory(memory.values, options);

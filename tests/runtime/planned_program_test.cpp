@@ -88,6 +88,56 @@ TEST(PlannedProgram, DefaultModeMatchesTheCpuReferenceOnVulkan) {
   for (int64_t batch : {4, 4, 9, 1}) check_against_cpu(program, g, batch, vk, int(batch) + 3);
 }
 
+// A kernel that reads only a parameter (tanh of a weight) is kept between runs (kept_kernels.h):
+// it runs again only for a new weight buffer, its result stays alive over the whole memory plan,
+// and with no parameter inputs, or with reduce_overhead, nothing is kept. On every code-generating
+// device; values against the interpreter on cpu at each run.
+TEST(PlannedProgram, KernelsOfParametersOnlyRunOncePerSetOfWeights) {
+  Graph g = parse_checked(R"(graph @main(%0: f32[4,8] "x", %1: f32[8,6] "w") {
+  %2: f32[8,6] = tanh(%1)
+  %3: f32[4,6] = matmul(%0, %2)
+  return %3
+})");
+  std::vector<Device> devices = {Device::cpu()};
+  if (std::optional<Device> vk = testing::vulkan_device()) devices.push_back(*vk);
+  for (const Device& device : devices) {
+    SCOPED_TRACE(device.name());
+    ProgramOptions options;
+    options.parameter_inputs = {1};
+    PlannedProgram program(g, device, options);
+    Tensor w = randn({8, 6}, device, 2);
+    auto check = [&](uint64_t seed) {
+      std::vector<Tensor> in = {randn({4, 8}, device, seed), w};
+      std::vector<Tensor> host = {in[0].to(Device::cpu()), in[1].to(Device::cpu())};
+      expect_close(run_program(program, in)[0].to_vector<float>(), interpret(g, host)[0].to_vector<float>(), 1e-5f, 1e-5f);
+    };
+    check(1);
+    EXPECT_EQ(program.kept_launches(), 0);
+    check(3);  // new data, the same weight: tanh(w) is kept
+    EXPECT_EQ(program.kept_launches(), 1);
+    w = randn({8, 6}, device, 4);  // a new weight: computed again, then kept
+    check(5);
+    EXPECT_EQ(program.kept_launches(), 1);
+    check(6);
+    EXPECT_EQ(program.kept_launches(), 2);
+    bool alive_throughout = false;
+    for (size_t i = 0; i < program.plan_values().size(); ++i)
+      if (program.plan_value_ids()[i] == 2)
+        alive_throughout = program.plan_values()[i].first == 0 &&
+                           program.plan_values()[i].last == int(program.kernels().size()) - 1;
+    EXPECT_TRUE(alive_throughout) << "the kept value spans the memory plan";
+
+    for (bool reduce_overhead : {false, true}) {
+      ProgramOptions other;
+      other.reduce_overhead = reduce_overhead;
+      if (reduce_overhead) other.parameter_inputs = {1};
+      PlannedProgram unkept(g, device, other);
+      for (uint64_t seed : {7, 8}) run_program(unkept, {randn({4, 8}, device, seed), w});
+      EXPECT_EQ(unkept.kept_launches(), 0) << (reduce_overhead ? "reduce_overhead" : "no parameter inputs");
+    }
+  }
+}
+
 // Record/replay (Vulkan command buffers, CUDA graphs): replays leave earlier results alone and a new
 // batch size records again.
 void expect_replays_and_rerecords_on_batch_change(Device vk) {
