@@ -49,6 +49,9 @@ ProgramStages run_program_stages(const Graph& graph, Backend& backend, const Pro
   fuse_horizontal(program, *target, horizontal);  // independent small kernels as one launch
   if (dump.enabled()) dump.write("horizontal", "txt", print_horizontal(program));
 
+  if (target->texel_reads)  // software Vulkan: static sizes as literals (kernel.h, Kernel::specialized)
+    for (ProgramKernel& k : program.kernels)
+      for (ProgramStep& s : k.steps) s.kernel.kernel.specialized = true;
   emit_program(program, *target);  // source in the backend's dialect
   if (dump.enabled()) dump.write("emit", program.language, print_sources(program));
 
