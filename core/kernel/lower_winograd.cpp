@@ -56,13 +56,30 @@ Term term_of(const Nonzeros& nz, int per_row, const ExprRef& row, const ExprRef&
           fmul(select_from_table(row_at, nz.coefficients, type), select_from_table(col_at, nz.coefficients, type), type)};
 }
 
+// One transform's kernel: a Reduce over its element's terms, reading `in` and writing `out`, with
+// static sizes as literals (llvmpipe divides by a push constant lane by lane).
+struct TransformKernel {
+  KernelBuilder b;
+  int in_slot, out_slot;
+  DType acc;
+  TransformKernel(OpKind kind, const TensorType& in, const TensorType& out)
+      : b(kernel_name(kind, out.dtype, out.rank()), KernelKind::Reduce, out.shape),
+        in_slot(b.add_buffer(in.dtype, false)),
+        out_slot(b.add_buffer(out.dtype, true)),
+        acc(accumulate_in(out.dtype)) {
+    b.kernel().specialized = true;
+  }
+  LoweredKernel finish(const ExprRef& body, int64_t terms, DType out_type, int origin) {
+    return finish_reduce(b, OpKind::Sum, acc, SymInt(terms), body, out_slot, out_type, accumulator(acc), origin);
+  }
+};
+
 // U[4i + j, c, o] = sum over the 9 taps t = 3k + l of G[i][k] G[j][l] w[o, c, k, l].
 LoweredKernel transform_weights(const TensorType& w, const TensorType& out, int origin) {
-  KernelBuilder b(kernel_name(OpKind::WinogradWeights, out.dtype, out.rank()), KernelKind::Reduce, out.shape);
-  const int ws = b.add_buffer(w.dtype, false);
-  const int os = b.add_buffer(out.dtype, true);
-  b.kernel().specialized = true;  // static sizes: llvmpipe divides by a push constant lane by lane
-  const DType acc = accumulate_in(out.dtype);
+  TransformKernel t(OpKind::WinogradWeights, w, out);
+  KernelBuilder& b = t.b;
+  const int ws = t.in_slot;
+  const DType acc = t.acc;
   std::vector<double> g;
   for (const auto& row : kG) g.insert(g.end(), std::begin(row), std::end(row));
   ExprRef i = idiv(coord(0), iconst(kTile)), j = imod(coord(0), iconst(kTile));
@@ -73,18 +90,17 @@ LoweredKernel transform_weights(const TensorType& w, const TensorType& out, int 
   ExprRef channels = b.param_for(w.shape[1]);
   ExprRef offset = iadd(imul(iadd(imul(coord(2), channels), coord(1)), iconst(kTaps * kTaps)), tap);
   ExprRef body = fmul(coefficient, cast(load(ws, w.dtype, offset), acc), acc);
-  return finish_reduce(b, OpKind::Sum, acc, SymInt(kTaps * kTaps), body, os, out.dtype, accumulator(acc), origin);
+  return t.finish(body, kTaps * kTaps, out.dtype, origin);
 }
 
 // V[4i + j, n, th, tw, c] = sum over p, q in {0, 1} of Bt[i][a_p] Bt[j][b_q] x[n, c, 2th + a_p - top,
 // 2tw + b_q - left], where a_p and b_q are the nonzero columns of rows i and j; taps outside the
 // input are zero.
 LoweredKernel transform_input(const AttrMap& attrs, const TensorType& x, const TensorType& out, int origin) {
-  KernelBuilder b(kernel_name(OpKind::WinogradInput, out.dtype, out.rank()), KernelKind::Reduce, out.shape);
-  const int xs = b.add_buffer(x.dtype, false);
-  const int os = b.add_buffer(out.dtype, true);
-  b.kernel().specialized = true;  // static sizes: llvmpipe divides by a push constant lane by lane
-  const DType acc = accumulate_in(out.dtype);
+  TransformKernel t(OpKind::WinogradInput, x, out);
+  KernelBuilder& b = t.b;
+  const int xs = t.in_slot;
+  const DType acc = t.acc;
   const std::vector<int64_t> pads = attrs.get_ints("padding");
   const Term term = term_of(nonzeros_of(kBt, kBtColumns), kBtNonzeros, idiv(coord(0), iconst(kTile)),
                             imod(coord(0), iconst(kTile)), acc);
@@ -95,25 +111,22 @@ LoweredKernel transform_input(const AttrMap& attrs, const TensorType& x, const T
   std::vector<ExprRef> xc = {coord(1), coord(4), clamp_index(h, height), clamp_index(w, width)};
   ExprRef value = cast(load(xs, x.dtype, strided_offset(b, xc, x.shape)), acc);
   ExprRef body = select(inside, fmul(term.sign, value, acc), constant(0, acc));
-  return finish_reduce(b, OpKind::Sum, acc, SymInt(kBtNonzeros * kBtNonzeros), body, os, out.dtype,
-                       accumulator(acc), origin);
+  return t.finish(body, kBtNonzeros * kBtNonzeros, out.dtype, origin);
 }
 
 // Y[n, o, 2th + r, 2tw + s] = sum over k, l in {0, 1, 2} of At[r][i_k] At[s][j_l] M[4 i_k + j_l, n, th,
 // tw, o], where i_k and j_l are the nonzero columns of rows r and s.
 LoweredKernel transform_output(const TensorType& m, const TensorType& out, int origin) {
-  KernelBuilder b(kernel_name(OpKind::WinogradOutput, out.dtype, out.rank()), KernelKind::Reduce, out.shape);
-  const int ms = b.add_buffer(m.dtype, false);
-  const int os = b.add_buffer(out.dtype, true);
-  b.kernel().specialized = true;  // static sizes: llvmpipe divides by a push constant lane by lane
-  const DType acc = accumulate_in(out.dtype);
+  TransformKernel t(OpKind::WinogradOutput, m, out);
+  KernelBuilder& b = t.b;
+  const int ms = t.in_slot;
+  const DType acc = t.acc;
   const Term term = term_of(nonzeros_of(kAt, kAtColumns), kAtNonzeros, imod(coord(2), iconst(kOutTile)),
                             imod(coord(3), iconst(kOutTile)), acc);
   std::vector<ExprRef> mc = {iadd(imul(term.row_column, iconst(kTile)), term.col_column), coord(0), idiv(coord(2), iconst(kOutTile)),
                              idiv(coord(3), iconst(kOutTile)), coord(1)};
   ExprRef body = fmul(term.sign, cast(load(ms, m.dtype, strided_offset(b, mc, m.shape)), acc), acc);
-  return finish_reduce(b, OpKind::Sum, acc, SymInt(kAtNonzeros * kAtNonzeros), body, os, out.dtype,
-                       accumulator(acc), origin);
+  return t.finish(body, kAtNonzeros * kAtNonzeros, out.dtype, origin);
 }
 
 }  // namespace
