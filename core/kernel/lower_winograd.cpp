@@ -2,12 +2,12 @@
 // terms of one transformed element: winograd_weights sums the 9 filter taps, winograd_input the 4
 // input taps a row of B^T picks twice (two nonzeros per row), winograd_output the 9 tile
 // positions a row of A^T picks twice (three per row). Which taps and signs belong to an element
-// follows from its coordinates through small tables (core/ir/winograd.h) written as select
+// follows from its coordinates through small tables (core/ir/winograd_matrices.h) written as select
 // chains. As anchors, winograd_output's kernel takes pointwise consumers (a bias, an activation, a
 // residual add) in its epilogue.
 #include <vector>
 
-#include "core/ir/winograd.h"
+#include "core/ir/winograd_matrices.h"
 #include "core/kernel/lower_util.h"
 #include "core/support/error.h"
 

@@ -1,11 +1,11 @@
 // Reference kernels of the Winograd F(2x2, 3x3) ops (core/ir/ops/winograd.cpp): each transform as
-// its matrix products written out with the dense matrices of core/ir/winograd.h, in double, one
+// its matrix products written out with the dense matrices of core/ir/winograd_matrices.h, in double, one
 // tile at a time. The oracle for the lowerings, which read only the nonzeros.
 #include <string>
 
 #include "backends/ref/parallel.h"
 #include "backends/ref/ref_kernel.h"
-#include "core/ir/winograd.h"
+#include "core/ir/winograd_matrices.h"
 #include "core/support/error.h"
 
 namespace kiln::reference {

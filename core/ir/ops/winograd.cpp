@@ -9,7 +9,7 @@
 // Tile (th, tw) covers output rows 2th..2th+1 and columns 2tw..2tw+1 and reads the padded input's
 // 4x4 block from (2th, 2tw); TH = ceil(OH / 2), TW = ceil(OW / 2). Element 4i + j of the leading 16
 // is position (i, j) of the 4x4 transformed tile. The matrices are Lavin and Gray's (2015), written
-// out in core/ir/winograd.h.
+// out in core/ir/winograd_matrices.h.
 #include "core/ir/op.h"
 
 namespace kiln::ops {
