@@ -53,7 +53,8 @@ Term term_of(const Nonzeros& nz, int per_row, const ExprRef& row, const ExprRef&
   ExprRef row_at = iadd(imul(row, iconst(per_row)), idiv(t, iconst(per_row)));
   ExprRef col_at = iadd(imul(col, iconst(per_row)), imod(t, iconst(per_row)));
   return {select_from_table(row_at, nz.columns, DType::I32), select_from_table(col_at, nz.columns, DType::I32),
-          fmul(select_from_table(row_at, nz.coefficients, type), select_from_table(col_at, nz.coefficients, type), type)};
+          fmul(select_from_table(row_at, nz.coefficients, type), select_from_table(col_at, nz.coefficients, type),
+               type)};
 }
 
 // One transform's kernel: a Reduce over its element's terms, reading `in` and writing `out`, with
@@ -123,7 +124,8 @@ LoweredKernel transform_output(const TensorType& m, const TensorType& out, int o
   const DType acc = t.acc;
   const Term term = term_of(nonzeros_of(kAt, kAtColumns), kAtNonzeros, imod(coord(2), iconst(kOutTile)),
                             imod(coord(3), iconst(kOutTile)), acc);
-  std::vector<ExprRef> mc = {iadd(imul(term.row_column, iconst(kTile)), term.col_column), coord(0), idiv(coord(2), iconst(kOutTile)),
+  std::vector<ExprRef> mc = {iadd(imul(term.row_column, iconst(kTile)), term.col_column), coord(0),
+                             idiv(coord(2), iconst(kOutTile)),
                              idiv(coord(3), iconst(kOutTile)), coord(1)};
   ExprRef body = fmul(term.sign, cast(load(ms, m.dtype, strided_offset(b, mc, m.shape)), acc), acc);
   return t.finish(body, kAtNonzeros * kAtNonzeros, out.dtype, origin);
@@ -134,10 +136,11 @@ LoweredKernel transform_output(const TensorType& m, const TensorType& out, int o
 LoweredOp lower_winograd(OpKind kind, const AttrMap& attrs, const std::vector<TensorType>& inputs,
                          const TensorType& out, int origin) {
   LoweredOp lowered;
+  auto one_kernel = [&](LoweredKernel k) { lowered.steps.push_back({std::move(k), {0, 1}}); };
   switch (kind) {
-    case OpKind::WinogradWeights: lowered.steps.push_back({transform_weights(inputs.at(0), out, origin), {0, 1}}); break;
-    case OpKind::WinogradInput: lowered.steps.push_back({transform_input(attrs, inputs.at(0), out, origin), {0, 1}}); break;
-    case OpKind::WinogradOutput: lowered.steps.push_back({transform_output(inputs.at(0), out, origin), {0, 1}}); break;
+    case OpKind::WinogradWeights: one_kernel(transform_weights(inputs.at(0), out, origin)); break;
+    case OpKind::WinogradInput: one_kernel(transform_input(attrs, inputs.at(0), out, origin)); break;
+    case OpKind::WinogradOutput: one_kernel(transform_output(inputs.at(0), out, origin)); break;
     default: throw Error("op '" + std::string(op_name(kind)) + "' is not a winograd op");
   }
   return lowered;

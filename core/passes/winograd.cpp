@@ -37,7 +37,8 @@ bool is_winograd_candidate(const Node& n) {
   if (x.dtype != DType::F32 || x.rank() != 4 || !is_static(Shape(x.shape.begin() + 1, x.shape.end())) ||
       !is_static(w.shape) || w.shape[2].value() != 3 || w.shape[3].value() != 3)
     return false;
-  return (!n.attrs.has("groups") || n.attrs.get_int("groups") == 1) && all_ones(n.attrs, "stride") && all_ones(n.attrs, "dilation");
+  return (!n.attrs.has("groups") || n.attrs.get_int("groups") == 1) && all_ones(n.attrs, "stride") &&
+         all_ones(n.attrs, "dilation");
 }
 
 Pass winograd_pass(std::function<bool(const Node&)> wanted) {

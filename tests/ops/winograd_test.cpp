@@ -35,7 +35,8 @@ int count_ops(const Graph& g, OpKind kind) {
 // Each case: a conv as ResNet's layers have it (padding 1, a bias, a relu after), one without
 // padding over odd sizes (the last tile row and column cropped), one with asymmetric padding and
 // batch 2, and a conv whose input is a value computed in the graph.
-const char* kConvs = R"(graph @convs(%0: f32[1,8,9,9] "x", %1: f32[4,8,3,3] "w", %2: f32[4] "b", %3: f32[2,4,7,6] "x2", %4: f32[6,4,3,3] "w2") {
+const char* kConvs = R"(graph @convs(%0: f32[1,8,9,9] "x", %1: f32[4,8,3,3] "w", %2: f32[4] "b",
+                                     %3: f32[2,4,7,6] "x2", %4: f32[6,4,3,3] "w2") {
   %5: f32[1,4,9,9] = conv(%0, %1, %2) {channels_last=false, dilation=[1,1], groups=1, padding=[1,1,1,1], stride=[1,1]}
   %6: f32[1,4,9,9] = relu(%5)
   %7: f32[1,6,7,7] = conv(%6, %4) {channels_last=false, dilation=[1,1], groups=1, padding=[0,0,0,0], stride=[1,1]}
@@ -67,7 +68,8 @@ TEST(Winograd, RewrittenConvsMatchTheDirectConvOnEveryDevice) {
       ASSERT_EQ(a.size(), b.size());
       // Sums of 72 products of N(0, 1) values (and of 36 over relus): Winograd's transforms add and
       // subtract a tile's values before multiplying, a few f32 roundings of values that size.
-      for (size_t k = 0; k < a.size(); ++k) ASSERT_NEAR(a[k], b[k], 2e-4 * (1 + std::abs(b[k]))) << "output " << i << " at " << k;
+      for (size_t k = 0; k < a.size(); ++k)
+        ASSERT_NEAR(a[k], b[k], 2e-4 * (1 + std::abs(b[k]))) << "output " << i << " at " << k;
     }
   }
 }
