@@ -86,6 +86,7 @@ class SegmentedProgram : public DeviceProgram {
     ProgramOptions part = options;
     part.outputs_over_inputs.clear();
     part.lent_outputs.clear();
+    part.parameter_inputs.clear();  // numbered by the whole graph's inputs, not a segment's
     part.reduce_overhead = false;
     const std::vector<Node*> nodes = graph.nodes();
     auto dump = [&](const std::string& name) {

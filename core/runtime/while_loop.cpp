@@ -46,6 +46,7 @@ std::unique_ptr<DeviceProgram> compile_subgraph(const Graph& sub, Device device,
   Graph graph = sub.clone();
   CompileGraphOptions sub_options;
   sub_options.program = options;
+  sub_options.program.parameter_inputs.clear();  // numbered by the enclosing graph's inputs
   if (!dump_dir.empty()) {
     std::filesystem::create_directories(dump_dir);
     sub_options.pipeline.dump_dir = dump_dir;
