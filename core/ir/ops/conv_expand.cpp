@@ -8,6 +8,8 @@
 // Both need the spatial sizes and channels as numbers: with symbolic ones the op stays itself.
 #include <algorithm>
 
+#include <numeric>
+
 #include "core/ir/grad_builder.h"
 #include "core/ir/op.h"
 #include "core/ir/ops/conv_window.h"
@@ -62,15 +64,21 @@ Value* correlate_as_matmul(G& b, Value* input, Value* gout, const Window& w, con
   const size_t s = w.spatial;
   if (!input->type.shape[0].is_static()) return nullptr;
   const int64_t n = input->type.shape[0].value();
-  const int64_t ci = channels_of(b, input, "input"), co = channels_of(b, gout, "output gradient");
+  const int64_t co = channels_of(b, gout, "output gradient");
   const std::vector<int64_t> osp = spatial_of(b, gout, "output gradient");
   int64_t taps = 1, pixels = 1;
   for (int64_t k : w.kernel) taps *= k;
   for (int64_t o : osp) pixels *= o;
-  if (n * pixels * taps * ci > kMaxColumnElements || taps * pixels > kMaxGatherIndex) return nullptr;
+  // Zero channels pad the columns' row (taps x channels) to a multiple of 4 floats, which the
+  // matmul templates read as vec4 texels: a first conv's 7x7 taps of 3 channels (147 columns) ran
+  // 4x slower than 148 on lavapipe (BENCHMARKS Run 38). Their gradient rows are dropped at the end.
+  const int64_t ci = channels_of(b, input, "input"), channel_multiple = 4 / std::gcd(taps, int64_t(4));
+  const int64_t ci_padded = (ci + channel_multiple - 1) / channel_multiple * channel_multiple;
+  if (n * pixels * taps * ci_padded > kMaxColumnElements || taps * pixels > kMaxGatherIndex) return nullptr;
   const std::vector<int64_t> in = spatial_of(b, input, "input");
   std::vector<int64_t> pads(2 * (s + 2), 0), plane_dims(s);
-  bool padded = false;
+  pads[s + 3] = ci_padded - ci;  // the end of dim 1, the channels
+  bool padded = ci_padded != ci;
   int64_t plane = 1;
   for (size_t i = 0; i < s; ++i) {
     pads[2 + i] = w.pad_begin[i];
@@ -87,7 +95,7 @@ Value* correlate_as_matmul(G& b, Value* input, Value* gout, const Window& w, con
   std::vector<int64_t> channels_last = {0};
   for (size_t i = 0; i < s; ++i) channels_last.push_back(int64_t(2 + i));
   channels_last.push_back(1);
-  x = b.reshape(b.permute(x, channels_last), {n, plane, ci});
+  x = b.reshape(b.permute(x, channels_last), {n, plane, ci_padded});
   std::vector<double> offsets;
   offsets.reserve(size_t(taps * pixels));
   for (int64_t o = 0; o < pixels; ++o) {
@@ -101,19 +109,21 @@ Value* correlate_as_matmul(G& b, Value* input, Value* gout, const Window& w, con
   }
   Value* index = b.constant(offsets, {taps * pixels}, plane < (int64_t(1) << 31) ? DType::I32 : DType::I64);
   Value* stacked = b.op(K::IndexSelect, {x, index}, {{"dim", int64_t(1)}});
-  const int64_t parts = batch_split(input, gout, co * ci * taps);
+  const int64_t parts = batch_split(input, gout, co * ci_padded * taps);
   const int64_t rows = n / parts * pixels;
   // [N, pixels * taps, Ci] -> [P, rows, taps * Ci]
-  Value* cols = b.reshape(stacked, {parts, rows, taps * ci});
+  Value* cols = b.reshape(stacked, {parts, rows, taps * ci_padded});
   // gout [N, Co, *osp] -> [P, N / P, Co, pixels] -> [P, Co, rows]
   Value* g = b.reshape(gout, {parts, n / parts, co, pixels});
   g = b.reshape(b.permute(g, {0, 2, 1, 3}), {parts, co, rows});
   Value* dw = b.op(K::MatMul, {g, cols});  // [P, Co, taps * Ci]
-  dw = parts > 1 ? b.sum(dw, {0}, false) : b.reshape(dw, {co, taps * ci});
-  // [Co, taps, Ci] -> [Co, Ci, taps] -> [Co, Ci, *kernel]
+  dw = parts > 1 ? b.sum(dw, {0}, false) : b.reshape(dw, {co, taps * ci_padded});
+  // [Co, taps, Ci] -> [Co, Ci, taps] (the padding channels dropped) -> [Co, Ci, *kernel]
+  Value* per_channel = b.permute(b.reshape(dw, {co, taps, ci_padded}), {0, 2, 1});
+  if (ci_padded != ci) per_channel = b.slice(per_channel, {1}, {0}, {ci}, {1});
   Shape kernel = {SymInt(co), SymInt(ci)};
   for (int64_t k : w.kernel) kernel.push_back(SymInt(k));
-  return b.reshape(b.permute(b.reshape(dw, {co, taps, ci}), {0, 2, 1}), kernel);
+  return b.reshape(per_channel, kernel);
 }
 
 // dW[co, ci / groups, *kernel] = sum over n and o of gout[n, co, o] * input_padded[n, ci, o * stride
