@@ -3,7 +3,6 @@
 
 #include <sys/mman.h>
 
-#include <atomic>
 #include <cstdlib>
 #include <cstring>
 #include <string>

@@ -6,11 +6,12 @@
 //                                    m = matmul(reshape(v, [16, N*TH*TW, C]), u)
 //                                    y = winograd_output{size}(reshape(m, [16, N, TH, TW, O])) + bias
 //
-// 16 GEMMs of 1/9 of the conv's multiply-adds each do its work in 2.25x fewer multiplies; the
-// transforms are memory-bound kernels over 4x the activation. Where the weight is a constant (an
-// imported model), fold-constants computes u at compile time; in a training step, u is a small
-// kernel per step. This is how cuDNN and oneDNN pick Winograd for 3x3 convs; eager ops keep the
-// conv. The new nodes keep the conv's provenance, so the debugger maps their kernels to its line.
+// The 16 GEMMs do the conv's work with 2.25x fewer multiplies; the transforms are memory-bound
+// kernels over 4x the activation. Where the weight is a constant, fold-constants computes u at
+// compile time; where it is a parameter (an imported model's weights), u's kernel is kept and runs
+// once per set of weights (core/runtime/kept_kernels.h); in a training step it runs every step, a
+// small kernel. This is how cuDNN and oneDNN pick Winograd for 3x3 convs; eager ops keep the conv.
+// The new nodes keep the conv's provenance, so the debugger maps their kernels to its line.
 #include <unordered_map>
 
 #include "core/ir/grad_builder.h"

@@ -7,7 +7,6 @@
 //   stride and dilation swap roles), every group and part of the batch as one grouped conv.
 // Both need the spatial sizes and channels as numbers: with symbolic ones the op stays itself.
 #include <algorithm>
-
 #include <numeric>
 
 #include "core/ir/grad_builder.h"
