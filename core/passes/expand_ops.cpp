@@ -14,8 +14,7 @@ namespace kiln {
 Pass expand_ops_pass(std::function<bool(const Node&)> keep) {
   return {"expand-ops", "ops the backend has no fast kernels for, written in ops it has",
           [keep = std::move(keep)](Graph& graph) {
-            std::unordered_map<const Node*, const Node*> places;  // each added node -> the node it replaces
-            std::unordered_map<const Value*, Value*> replaced;
+            Replacements replacements;
             int64_t expanded = 0;
             for (Node* node : graph.nodes()) {
               const OpDef& def = op_def(node->kind);
@@ -23,18 +22,14 @@ Pass expand_ops_pass(std::function<bool(const Node&)> keep) {
               const size_t before = graph.num_nodes();
               GradBuilder builder = GradBuilder::expanding(graph, *node);
               const std::vector<Value*> expansion = def.expand(builder);
-              const std::vector<Node*> nodes = graph.nodes();
-              for (size_t i = before; i < nodes.size(); ++i) places[nodes[i]] = node;
+              replacements.appended_since(graph, before, *node);
               if (expansion.empty() || expansion.size() != node->outputs.size()) continue;
               ++expanded;
-              for (size_t i = 0; i < expansion.size(); ++i) replaced[node->outputs[i]] = expansion[i];
+              for (size_t i = 0; i < expansion.size(); ++i) replacements.values[node->outputs[i]] = expansion[i];
             }
             PassStats stats;
             stats.counters["ops_expanded"] = expanded;
-            if (places.empty()) return stats;
-            graph.replace_uses(replaced);
-            restore_topological_order(graph, places);
-            stats.counters["nodes_removed"] = int64_t(graph.remove_dead_nodes());
+            if (!replacements.places.empty()) stats.counters["nodes_removed"] = replacements.apply(graph);
             return stats;
           }};
 }

@@ -97,4 +97,16 @@ void restore_topological_order(Graph& graph, const std::unordered_map<const Node
   graph = std::move(rebuilt);
 }
 
+void Replacements::appended_since(const Graph& graph, size_t first, const Node& replaced) {
+  const std::vector<Node*> nodes = graph.nodes();
+  for (size_t i = first; i < nodes.size(); ++i) places[nodes[i]] = &replaced;
+}
+
+int64_t Replacements::apply(Graph& graph) const {
+  if (places.empty()) return 0;
+  graph.replace_uses(values);
+  restore_topological_order(graph, places);
+  return int64_t(graph.remove_dead_nodes());
+}
+
 }  // namespace kiln

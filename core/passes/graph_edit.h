@@ -24,4 +24,16 @@ bool is_topologically_ordered(const Graph& graph);
 // (nodes of one place keep their relative order): fusion groups consecutive nodes.
 void restore_topological_order(Graph& graph, const std::unordered_map<const Node*, const Node*>& stands_for = {});
 
+// A pass that replaces nodes by new ones appended at the graph's end (expand-ops, winograd): which
+// node each appended one takes the place of, and which value replaces which.
+struct Replacements {
+  std::unordered_map<const Node*, const Node*> places;
+  std::unordered_map<const Value*, Value*> values;
+  // The nodes appended since the graph had `first` nodes take `replaced`'s place.
+  void appended_since(const Graph& graph, size_t first, const Node& replaced);
+  // Moves the readers of each replaced value to its replacement, puts the new nodes in their places
+  // and deletes the nodes nothing reads any more; returns how many.
+  int64_t apply(Graph& graph) const;
+};
+
 }  // namespace kiln

@@ -39,12 +39,10 @@ Pass expand_ops_pass(std::function<bool(const Node&)> keep);
 // (core/passes/channels_last.cpp). For backends whose kernels prefer that layout; runs after
 // autodiff, whose rules read channels-first activations.
 Pass channels_last_pass(std::function<bool(const Node&)> wanted);
-// "winograd": the 3x3 stride-1 f32 convs `wanted` picks become Winograd F(2x2, 3x3): a weight
-// transform, an input transform, 16 GEMMs and an output transform (core/passes/winograd.cpp). For
-// backends whose GEMMs outrun their direct convs; runs after autodiff and expand-ops.
+// "winograd": the 3x3 stride-1 f32 convs (channels-first, one group, static channels and spatial
+// sizes) `wanted` picks become Winograd F(2x2, 3x3): a weight transform, an input transform, 16
+// GEMMs and an output transform (core/passes/winograd.cpp). For backends whose GEMMs outrun their
+// direct convs; runs after autodiff and expand-ops.
 Pass winograd_pass(std::function<bool(const Node&)> wanted);
-// The convs winograd_pass can rewrite: 4-d channels-first f32, a static [O, C, 3, 3] weight, static
-// channels and spatial sizes, stride and dilation 1, one group.
-bool is_winograd_candidate(const Node& conv);
 
 }  // namespace kiln

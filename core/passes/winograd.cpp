@@ -21,16 +21,15 @@
 namespace kiln {
 namespace {
 
-// An absent or empty list is ONNX's default of ones.
+// A node's attributes are complete; an empty stride or dilation list is ONNX's default of ones.
 bool all_ones(const AttrMap& attrs, const std::string& name) {
-  if (!attrs.has(name)) return true;
   for (int64_t v : attrs.get_ints(name))
     if (v != 1) return false;
   return true;
 }
 
-}  // namespace
-
+// The convs the transforms cover: 4-d channels-first f32, a static [O, C, 3, 3] weight, static
+// channels and spatial sizes, stride and dilation 1, one group.
 bool is_winograd_candidate(const Node& n) {
   if (n.kind != OpKind::Conv || n.outputs.size() != 1 || is_channels_last(n.attrs)) return false;
   const TensorType& x = n.inputs[0]->type;
@@ -38,23 +37,22 @@ bool is_winograd_candidate(const Node& n) {
   if (x.dtype != DType::F32 || x.rank() != 4 || !is_static(Shape(x.shape.begin() + 1, x.shape.end())) ||
       !is_static(w.shape) || w.shape[2].value() != 3 || w.shape[3].value() != 3)
     return false;
-  return (!n.attrs.has("groups") || n.attrs.get_int("groups") == 1) && all_ones(n.attrs, "stride") &&
-         all_ones(n.attrs, "dilation");
+  return n.attrs.get_int("groups") == 1 && all_ones(n.attrs, "stride") && all_ones(n.attrs, "dilation");
 }
+
+}  // namespace
 
 Pass winograd_pass(std::function<bool(const Node&)> wanted) {
   return {"winograd", "3x3 stride-1 convs as Winograd F(2x2, 3x3): input and output transforms around 16 GEMMs",
           [wanted = std::move(wanted)](Graph& graph) {
-            std::unordered_map<const Node*, const Node*> places;  // each added node -> the conv it replaces
-            std::unordered_map<const Value*, Value*> replaced;
+            Replacements replacements;
             for (Node* conv : graph.nodes()) {
               if (!is_winograd_candidate(*conv) || !wanted(*conv)) continue;
               const size_t before = graph.num_nodes();
               GradBuilder b = GradBuilder::expanding(graph, *conv);
               const Shape& out = conv->output()->type.shape;  // [N, O, OH, OW]
-              std::vector<int64_t> padding =
-                  conv->attrs.has("padding") ? conv->attrs.get_ints("padding") : std::vector<int64_t>{};
-              if (padding.empty()) padding.assign(4, 0);
+              std::vector<int64_t> padding = conv->attrs.get_ints("padding");
+              if (padding.empty()) padding.assign(4, 0);  // ONNX's default
               AttrMap input_attrs, output_attrs;
               input_attrs.set("padding", padding);
               output_attrs.set("size", std::vector<int64_t>{out[2].value(), out[3].value()});
@@ -66,16 +64,12 @@ Pass winograd_pass(std::function<bool(const Node&)> wanted) {
               Value* y = b.op(OpKind::WinogradOutput, {b.reshape(m, {tiles[0], tiles[1], tiles[2], tiles[3], out[1]})},
                               output_attrs);
               if (conv->inputs.size() > 2) y = b.op(OpKind::Add, {y, b.reshape(b.input(2), {out[1], 1, 1})});
-              const std::vector<Node*> nodes = graph.nodes();
-              for (size_t i = before; i < nodes.size(); ++i) places[nodes[i]] = conv;
-              replaced[conv->output()] = y;
+              replacements.appended_since(graph, before, *conv);
+              replacements.values[conv->output()] = y;
             }
             PassStats stats;
-            stats.counters["convs_rewritten"] = int64_t(replaced.size());
-            if (replaced.empty()) return stats;
-            graph.replace_uses(replaced);
-            restore_topological_order(graph, places);
-            stats.counters["nodes_removed"] = int64_t(graph.remove_dead_nodes());
+            stats.counters["convs_rewritten"] = int64_t(replacements.values.size());
+            if (!replacements.values.empty()) stats.counters["nodes_removed"] = replacements.apply(graph);
             return stats;
           }};
 }

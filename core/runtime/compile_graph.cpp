@@ -13,6 +13,7 @@
 #include "core/runtime/schedule.h"
 #include "core/runtime/segmented_program.h"
 #include "core/runtime/standard_passes.h"
+#include "core/support/env.h"
 #include "core/support/error.h"
 #include "core/support/log.h"
 
@@ -34,8 +35,7 @@ ProgramStages run_program_stages(const Graph& graph, Backend& backend, const Pro
   if (!target)
     throw Error("compile_graph: backend '" + backend.name() + "' generates no code; its graphs run on the interpreter");
 
-  const char* views_off = std::getenv("KILN_TEMPLATE_VIEWS");  // "0": views before templates copied, for comparisons
-  const bool template_views = !(views_off && std::string(views_off) == "0");
+  const bool template_views = !switched_off("KILN_TEMPLATE_VIEWS");  // off: views before templates copied
   KernelSchedule schedule =
       schedule_kernels(graph, backend, options.fuse, options.max_autotune, template_views);  // fusion
   if (dump.enabled()) dump.write("fusion", "txt", print_schedule(schedule));
@@ -44,8 +44,7 @@ ProgramStages run_program_stages(const Graph& graph, Backend& backend, const Pro
   if (dump.enabled()) dump.write("lower", "txt", print_lowered_program(program));
 
   HorizontalFusionOptions horizontal;
-  const char* switch_off = std::getenv("KILN_HORIZONTAL_FUSION");  // "0": off, for comparisons
-  horizontal.enabled = options.fuse && !(switch_off && std::string(switch_off) == "0");
+  horizontal.enabled = options.fuse && !switched_off("KILN_HORIZONTAL_FUSION");
   fuse_horizontal(program, *target, horizontal);  // independent small kernels as one launch
   if (dump.enabled()) dump.write("horizontal", "txt", print_horizontal(program));
 
@@ -87,14 +86,6 @@ std::function<bool(const Node&)> ask(Backend& backend, bool (Backend::*question)
   };
 }
 
-// The convs the winograd pass rewrites: those the backend prefers so; none with KILN_WINOGRAD=0,
-// for comparisons.
-std::function<bool(const Node&)> winograd_choice(Backend& backend) {
-  const char* env = std::getenv("KILN_WINOGRAD");
-  if (env && std::string(env) == "0") return [](const Node&) { return false; };
-  return ask(backend, &Backend::prefers_winograd);
-}
-
 // The stages after the graph passes: the interpreter where the backend generates no code, a
 // segmented program around loops (each segment and subgraph through the stages on its own), else
 // the planned program.
@@ -119,10 +110,9 @@ CompiledGraph compile_graph(Graph& graph, Device device, const CompileGraphOptio
   std::vector<Pass> passes = standard_pipeline();
   if (generates_code)  // first, so that the standard passes clean up what the expansions wrote
     passes.insert(passes.begin(), expand_ops_pass(ask(backend, &Backend::runs_unexpanded)));
-  if (generates_code)  // before fold-constants, which computes a constant weight's transform
-    passes.insert(passes.begin() + 1, winograd_pass(winograd_choice(backend)));
-  const char* channels_last = std::getenv("KILN_CHANNELS_LAST");  // "0": off, for comparisons
-  if (generates_code && !(channels_last && std::string(channels_last) == "0"))
+  if (generates_code && !switched_off("KILN_WINOGRAD"))  // before fold-constants: it folds a constant weight's transform
+    passes.insert(passes.begin() + 1, winograd_pass(ask(backend, &Backend::prefers_winograd)));
+  if (generates_code && !switched_off("KILN_CHANNELS_LAST"))
     passes.push_back(channels_last_pass(ask(backend, &Backend::prefers_channels_last)));  // layouts for the backend's kernels
   out.passes = run_pipeline(graph, passes, pipeline);  // graph passes, 00..NN
   if (graph.inputs().size() != num_inputs)

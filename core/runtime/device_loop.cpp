@@ -8,6 +8,7 @@
 #include "core/kernel/emit.h"
 #include "core/kernel/lower.h"
 #include "core/runtime/checked.h"
+#include "core/support/env.h"
 #include "core/support/error.h"
 
 namespace kiln {
@@ -37,10 +38,7 @@ size_t state_bytes(const std::vector<DeviceTensor>& state, size_t carried) {
 }  // namespace
 
 bool DeviceLoop::available(Device device, const DeviceProgram& cond, const DeviceProgram& body) {
-  static const bool off = [] {
-    const char* env = std::getenv("KILN_DEVICE_LOOPS");  // "0": the host loop, for comparisons
-    return env && std::string(env) == "0";
-  }();
+  static const bool off = switched_off("KILN_DEVICE_LOOPS");  // the host loop, for comparisons
   return !off && device.backend().caps().indirect_launch && device.backend().codegen() && !checked_mode() &&
          dynamic_cast<const PlannedProgram*>(&cond) && dynamic_cast<const PlannedProgram*>(&body);
 }

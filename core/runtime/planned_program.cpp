@@ -395,12 +395,16 @@ std::vector<bool> PlannedProgram::kept_from_last_run(const std::vector<DeviceTen
                                                      const std::vector<std::shared_ptr<Buffer>>& outputs) {
   std::vector<bool> skip(schedule_.size(), false);
   kept_serials_.resize(schedule_.size());
+  if (queued_ || profiling_) {  // runs that want every launch: what they keep is keyed again next run
+    std::fill(kept_serials_.begin(), kept_serials_.end(), std::vector<uint64_t>{});
+    return skip;
+  }
   for (size_t k = 0; k < schedule_.size(); ++k) {
     if (!schedule_[k].kept) continue;
     std::vector<uint64_t> now;
     for (int r : schedule_[k].reads) {
       const Binding b = resolve(r, inputs, outputs);
-      if (!b.buffer || queued_ || profiling_) {  // nothing to key on, or a run whose launches are all wanted
+      if (!b.buffer) {  // nothing to key on
         now.clear();
         break;
       }

@@ -7,6 +7,7 @@
 // follow ONNX: padding lists all begins then all ends, and an empty list means the ONNX default
 // (stride and dilation 1, padding 0), so an importer can pass attributes through unchanged.
 #include "core/ir/op.h"
+#include "core/ir/ops/define_op.h"
 
 namespace kiln::ops {
 namespace {
@@ -234,16 +235,6 @@ std::vector<TensorType> global_avg_pool_rule(const InferContext& ctx) {
   return {{x.dtype, out}};
 }
 
-OpDef op(OpKind kind, std::vector<AttrSpec> attrs, int min_inputs, int max_inputs, InferFn infer) {
-  OpDef d;
-  d.kind = kind;
-  d.attrs = std::move(attrs);
-  d.min_inputs = min_inputs;
-  d.max_inputs = max_inputs;
-  d.infer = std::move(infer);
-  return d;
-}
-
 }  // namespace
 
 void define_conv(std::vector<OpDef>& t) {
@@ -255,23 +246,23 @@ void define_conv(std::vector<OpDef>& t) {
   const AttrSpec ceil_mode{"ceil_mode", AttrType::Bool, false};
   const AttrSpec channels_last{"channels_last", AttrType::Bool, false};
   // Inputs: x, weight, optional bias.
-  t.push_back(op(OpKind::Conv, {stride, padding, dilation, groups, channels_last}, 2, 3, conv_rule));
-  t.push_back(op(OpKind::ConvTranspose,
+  t.push_back(define_op(OpKind::Conv, {stride, padding, dilation, groups, channels_last}, 2, 3, conv_rule));
+  t.push_back(define_op(OpKind::ConvTranspose,
                  {stride, padding, {"output_padding", AttrType::Ints, Ints{}}, dilation, groups},
                  2, 3, conv_transpose_rule));
   const AttrSpec kernel{"kernel", AttrType::Ints, std::nullopt};
-  t.push_back(op(OpKind::MaxPool, {kernel, stride, padding, dilation, ceil_mode, channels_last}, 1, 1, pool_rule));
+  t.push_back(define_op(OpKind::MaxPool, {kernel, stride, padding, dilation, ceil_mode, channels_last}, 1, 1, pool_rule));
   // count_include_pad defaults to ONNX's false; the PyTorch-style avg_pool2d passes true.
-  t.push_back(op(OpKind::AvgPool,
+  t.push_back(define_op(OpKind::AvgPool,
                  {kernel, stride, padding, ceil_mode, {"count_include_pad", AttrType::Bool, false}, channels_last},
                  1, 1, pool_rule));
-  t.push_back(op(OpKind::GlobalAvgPool, {}, 1, 1, global_avg_pool_rule));
+  t.push_back(define_op(OpKind::GlobalAvgPool, {}, 1, 1, global_avg_pool_rule));
   // Inputs: x, the gradient of max_pool(x); the attributes are the max_pool's.
-  t.push_back(op(OpKind::MaxPoolGrad, {kernel, stride, padding, dilation, ceil_mode, channels_last}, 2, 2,
+  t.push_back(define_op(OpKind::MaxPoolGrad, {kernel, stride, padding, dilation, ceil_mode, channels_last}, 2, 2,
                  max_pool_grad_rule));
   // Inputs: x, the gradient of conv(x, weight); the attributes are the conv's and the weight's
   // spatial sizes.
-  t.push_back(op(OpKind::ConvWeightGrad, {kernel, stride, padding, dilation, groups}, 2, 2, conv_weight_grad_rule));
+  t.push_back(define_op(OpKind::ConvWeightGrad, {kernel, stride, padding, dilation, groups}, 2, 2, conv_weight_grad_rule));
 }
 
 }  // namespace kiln::ops

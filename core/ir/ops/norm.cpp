@@ -1,5 +1,6 @@
 // Shape and dtype rules of the norm ops: layer_norm, inference batch_norm, group_norm.
 #include "core/ir/op.h"
+#include "core/ir/ops/define_op.h"
 
 namespace kiln::ops {
 namespace {
@@ -76,27 +77,18 @@ std::vector<TensorType> group_norm_rule(const InferContext& ctx) {
   return {x};
 }
 
-OpDef op(OpKind kind, std::vector<AttrSpec> attrs, int min_inputs, int max_inputs, InferFn rule) {
-  OpDef d;
-  d.kind = kind;
-  d.attrs = std::move(attrs);
-  d.min_inputs = min_inputs;
-  d.max_inputs = max_inputs;
-  d.infer = std::move(rule);
-  return d;
-}
 
 }  // namespace
 
 void define_norm(std::vector<OpDef>& t) {
   const AttrSpec eps{"eps", AttrType::Float, 1e-5};
   // Inputs: x, then optional weight and bias (a bias needs a weight before it).
-  t.push_back(op(OpKind::LayerNorm, {{"axis", AttrType::Int, std::nullopt}, eps}, 1, 3,
+  t.push_back(define_op(OpKind::LayerNorm, {{"axis", AttrType::Int, std::nullopt}, eps}, 1, 3,
                  layer_norm_rule));
   // Inputs: x, running_mean, running_var, then optional weight and bias.
-  t.push_back(op(OpKind::BatchNorm, {eps}, 3, 5, batch_norm_rule));
+  t.push_back(define_op(OpKind::BatchNorm, {eps}, 3, 5, batch_norm_rule));
   // Inputs: x, then optional weight and bias.
-  t.push_back(op(OpKind::GroupNorm, {{"num_groups", AttrType::Int, std::nullopt}, eps}, 1, 3,
+  t.push_back(define_op(OpKind::GroupNorm, {{"num_groups", AttrType::Int, std::nullopt}, eps}, 1, 3,
                  group_norm_rule));
 }
 

@@ -2,6 +2,7 @@
 #include <algorithm>
 
 #include "core/ir/op.h"
+#include "core/ir/ops/define_op.h"
 
 namespace kiln::ops {
 namespace {
@@ -87,12 +88,7 @@ std::vector<TensorType> softmax_rule(const InferContext& ctx) {
 }
 
 OpDef op(OpKind kind, std::vector<AttrSpec> attrs, InferFn rule) {
-  OpDef d;
-  d.kind = kind;
-  d.attrs = std::move(attrs);
-  d.min_inputs = d.max_inputs = 1;
-  d.infer = std::move(rule);
-  return d;
+  return define_op(kind, std::move(attrs), 1, 1, std::move(rule));
 }
 
 }  // namespace

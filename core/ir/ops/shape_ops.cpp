@@ -4,6 +4,7 @@
 #include <limits>
 
 #include "core/ir/op.h"
+#include "core/ir/ops/define_op.h"
 
 namespace kiln::ops {
 namespace {
@@ -387,13 +388,7 @@ std::vector<TensorType> tile_rule(const InferContext& ctx) {
 
 OpDef shape_op(OpKind kind, int min_inputs, int max_inputs, std::vector<AttrSpec> attrs,
                InferFn infer) {
-  OpDef d;
-  d.kind = kind;
-  d.min_inputs = min_inputs;
-  d.max_inputs = max_inputs;
-  d.attrs = std::move(attrs);
-  d.infer = std::move(infer);
-  return d;
+  return define_op(kind, std::move(attrs), min_inputs, max_inputs, std::move(infer));
 }
 
 }  // namespace

@@ -11,6 +11,7 @@
 // is position (i, j) of the 4x4 transformed tile. The matrices are Lavin and Gray's (2015), written
 // out in core/ir/winograd_matrices.h.
 #include "core/ir/op.h"
+#include "core/ir/ops/define_op.h"
 
 namespace kiln::ops {
 namespace {
@@ -62,23 +63,13 @@ std::vector<TensorType> output_rule(const InferContext& ctx) {
   return {{m.dtype, {m.shape[1], m.shape[4], SymInt(size[0]), SymInt(size[1])}}};
 }
 
-OpDef op(OpKind kind, std::vector<AttrSpec> attrs, InferFn infer) {
-  OpDef d;
-  d.kind = kind;
-  d.attrs = std::move(attrs);
-  d.min_inputs = 1;
-  d.max_inputs = 1;
-  d.infer = std::move(infer);
-  return d;
-}
-
 }  // namespace
 
 void define_winograd(std::vector<OpDef>& t) {
   using Ints = std::vector<int64_t>;
-  t.push_back(op(OpKind::WinogradWeights, {}, weights_rule));
-  t.push_back(op(OpKind::WinogradInput, {{"padding", AttrType::Ints, Ints{0, 0, 0, 0}}}, input_rule));
-  t.push_back(op(OpKind::WinogradOutput, {{"size", AttrType::Ints, std::nullopt}}, output_rule));
+  t.push_back(define_op(OpKind::WinogradWeights, {}, 1, 1, weights_rule));
+  t.push_back(define_op(OpKind::WinogradInput, {{"padding", AttrType::Ints, Ints{0, 0, 0, 0}}}, 1, 1, input_rule));
+  t.push_back(define_op(OpKind::WinogradOutput, {{"size", AttrType::Ints, std::nullopt}}, 1, 1, output_rule));
 }
 
 }  // namespace kiln::ops
