@@ -110,7 +110,7 @@ CompiledGraph compile_graph(Graph& graph, Device device, const CompileGraphOptio
   std::vector<Pass> passes = standard_pipeline();
   if (generates_code)  // first, so that the standard passes clean up what the expansions wrote
     passes.insert(passes.begin(), expand_ops_pass(ask(backend, &Backend::runs_unexpanded)));
-  if (generates_code && !switched_off("KILN_WINOGRAD"))  // before fold-constants: it folds a constant weight's transform
+  if (generates_code && !switched_off("KILN_WINOGRAD"))  // before fold-constants, which folds constant weights
     passes.insert(passes.begin() + 1, winograd_pass(ask(backend, &Backend::prefers_winograd)));
   if (generates_code && !switched_off("KILN_CHANNELS_LAST"))
     passes.push_back(channels_last_pass(ask(backend, &Backend::prefers_channels_last)));  // layouts for the backend's kernels
