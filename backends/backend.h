@@ -311,6 +311,9 @@ class Backend {
   // faster in compiled programs as Winograd F(2x2, 3x3), a GEMM per transformed tile position
   // between two memory-bound transforms. The winograd pass rewrites those it picks.
   virtual bool prefers_winograd(const OpRun&) { return false; }
+  // Optional: whether this conv (one group, channels-first, static sizes) runs faster in compiled
+  // programs as im2col and one matmul per image. The conv-as-matmul pass rewrites those it picks.
+  virtual bool prefers_conv_as_matmul(const OpRun&) { return false; }
   virtual std::unique_ptr<CompiledKernel> compile(const KernelSource& source);
   // Every kernel of one program at once, in order: a backend whose compiler is a process (cpu)
   // builds them as a few translation units instead of one per kernel. Defaults to compile() each.

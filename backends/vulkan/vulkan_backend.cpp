@@ -144,6 +144,14 @@ class VulkanBackendImpl : public VulkanBackend {
     const int64_t tiles = ((y[2] + 1) / 2) * ((y[3] + 1) / 2);
     return w[0] % 4 == 0 && w[1] % 4 == 0 && w[1] >= 16 && tiles >= 32;
   }
+  // A conv whose channels the texel conv cannot read four at a time and whose window is large (a
+  // first conv: 7x7 over 3 channels) runs faster as im2col and a matmul on lavapipe (BENCHMARKS Run
+  // 39); a 3x3 one over 3 channels runs slower so (its rows of 36 columns). Not yet measured on a GPU.
+  bool prefers_conv_as_matmul(const OpRun& run) override {
+    if (!caps().is_cpu || run.inputs.size() < 2 || run.inputs[1].dims.size() != 4) return false;
+    const std::vector<int64_t>& w = run.inputs[1].dims;
+    return w[1] % 4 != 0 && w[2] * w[3] >= 25;
+  }
   bool has_template(OpKind kind) const override {
     return templates::has_row_or_linalg_template(kind) || kind == OpKind::MaxPool || kind == OpKind::AvgPool;
   }

@@ -44,5 +44,10 @@ Pass channels_last_pass(std::function<bool(const Node&)> wanted);
 // GEMMs and an output transform (core/passes/winograd.cpp). For backends whose GEMMs outrun their
 // direct convs; runs after autodiff and expand-ops.
 Pass winograd_pass(std::function<bool(const Node&)> wanted);
+// "conv-as-matmul": the convs `wanted` picks (one group, channels-first, static sizes) become their
+// input's columns, gathered by one index_select, and one matmul per image
+// (core/passes/conv_as_matmul.cpp). For backends whose matmul outruns their conv at some shapes;
+// runs after autodiff, expand-ops and winograd.
+Pass conv_as_matmul_pass(std::function<bool(const Node&)> wanted);
 
 }  // namespace kiln

@@ -107,11 +107,16 @@ CompiledGraph compile_graph(Graph& graph, Device device, const CompileGraphOptio
 
   Backend& backend = device.backend();
   const bool generates_code = backend.codegen() && !options.interpret;
-  std::vector<Pass> passes = standard_pipeline();
-  if (generates_code)  // first, so that the standard passes clean up what the expansions wrote
-    passes.insert(passes.begin(), expand_ops_pass(ask(backend, &Backend::runs_unexpanded)));
-  if (generates_code && !switched_off("KILN_WINOGRAD"))  // before fold-constants, which folds constant weights
-    passes.insert(passes.begin() + 1, winograd_pass(ask(backend, &Backend::prefers_winograd)));
+  // The backend's own passes first, so that the standard passes clean up what they wrote; winograd
+  // before fold-constants, which folds constant weights' transforms, and before conv-as-matmul.
+  std::vector<Pass> passes;
+  if (generates_code) {
+    passes.push_back(expand_ops_pass(ask(backend, &Backend::runs_unexpanded)));
+    if (!switched_off("KILN_WINOGRAD")) passes.push_back(winograd_pass(ask(backend, &Backend::prefers_winograd)));
+    if (!switched_off("KILN_CONV_AS_MATMUL"))
+      passes.push_back(conv_as_matmul_pass(ask(backend, &Backend::prefers_conv_as_matmul)));
+  }
+  for (Pass& pass : standard_pipeline()) passes.push_back(std::move(pass));
   if (generates_code && !switched_off("KILN_CHANNELS_LAST"))
     passes.push_back(channels_last_pass(ask(backend, &Backend::prefers_channels_last)));  // layouts for the backend's kernels
   out.passes = run_pipeline(graph, passes, pipeline);  // graph passes, 00..NN

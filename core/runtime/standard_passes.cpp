@@ -46,12 +46,12 @@ std::vector<Pass> standard_pipeline() {
 }
 
 std::vector<Pass> registered_passes() {
-  // channels-last, expand-ops and winograd by name take every candidate; compile_graph asks the device's
-  // backend instead.
+  // channels-last, expand-ops, winograd and conv-as-matmul by name take every candidate;
+  // compile_graph asks the device's backend instead.
   return {infer_shapes_pass(), fold_constants_on_ref(), simplify_pass(), cse_pass(),
           raise_patterns_pass(), dce_pass(), autodiff_pass(),
           channels_last_pass([](const Node&) { return true; }), expand_ops_pass([](const Node&) { return false; }),
-          winograd_pass([](const Node&) { return true; })};
+          winograd_pass([](const Node&) { return true; }), conv_as_matmul_pass([](const Node&) { return true; })};
 }
 
 Pass find_pass(std::string_view name) {

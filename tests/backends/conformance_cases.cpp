@@ -148,6 +148,10 @@ std::vector<OpCase> op_cases() {
                [](auto& x) { return linear(x[0], x[1], x[2]); }, 1e-4, 1e-5});
   c.push_back({"conv2d_stride_pad_groups", [] { return std::vector<Tensor>{rnd({2, 4, 9, 8}, 28), rnd({6, 2, 3, 3}, 29), rnd({6}, 30)}; },
                [](auto& x) { return conv2d(x[0], x[1], x[2], {2, 1}, 1, 1, 2); }, 1e-4, 1e-5});
+  // A first conv as ResNet's (7x7, stride 2 over 3 channels), of 1024 output pixels an image:
+  // compiled on lavapipe it runs as im2col and a matmul, and its weight gradient in a part per image.
+  c.push_back({"conv2d_first_conv", [] { return std::vector<Tensor>{rnd({2, 3, 64, 64}, 44), rnd({8, 3, 7, 7}, 45), rnd({8}, 46)}; },
+               [](auto& x) { return conv2d(x[0], x[1], x[2], 2, 3); }, 1e-4, 1e-5});
   c.push_back({"conv2d_dilation", [] { return std::vector<Tensor>{rnd({1, 3, 10, 10}, 31), rnd({4, 3, 3, 3}, 32)}; },
                [](auto& x) { return conv2d(x[0], x[1], {}, 1, 2, 2); }, 1e-4, 1e-5});
   c.push_back({"conv1d", [] { return std::vector<Tensor>{rnd({2, 3, 20}, 33), rnd({5, 3, 4}, 34)}; },

@@ -374,10 +374,12 @@ TEST(CompileGraph, DumpDirGetsEveryStageAfterTheGraphPasses) {
   options.pipeline.dump_dir = dir.string();
   CompiledGraph compiled = compile_graph(graph, Device(BackendKind::Null, 0), options);
   const size_t n = compiled.passes.size();
-  // A backend that generates code gets expand-ops and winograd first and channels-last last.
-  ASSERT_EQ(n, standard_pipeline().size() + 3);
+  // A backend that generates code gets expand-ops, winograd and conv-as-matmul first and
+  // channels-last last.
+  ASSERT_EQ(n, standard_pipeline().size() + 4);
   EXPECT_EQ(compiled.passes.front().name, "expand-ops");
   EXPECT_EQ(compiled.passes[1].name, "winograd");
+  EXPECT_EQ(compiled.passes[2].name, "conv-as-matmul");
   EXPECT_EQ(compiled.passes.back().name, "channels-last");
   auto numbered = [](size_t i, const std::string& rest) {
     char prefix[8];

@@ -7,11 +7,12 @@
 //   stride and dilation swap roles), every group and part of the batch as one grouped conv.
 // Both need the spatial sizes and channels as numbers: with symbolic ones the op stays itself.
 #include <algorithm>
-#include <numeric>
+#include <optional>
 
 #include "core/ir/grad_builder.h"
 #include "core/ir/op.h"
 #include "core/ir/ops/conv_window.h"
+#include "core/ir/ops/im2col.h"
 
 namespace kiln::ops {
 namespace {
@@ -41,81 +42,30 @@ int64_t batch_split(const Value* input, const Value* gout, int64_t weight_elemen
   return best;
 }
 
-// The coordinates of row-major index `i` over `dims`.
-std::vector<int64_t> row_major_coords(int64_t i, const std::vector<int64_t>& dims) {
-  std::vector<int64_t> c(dims.size());
-  for (size_t d = dims.size(); d-- > 0; i /= dims[d]) c[d] = i % dims[d];
-  return c;
-}
-
-// The columns the weight gradient multiplies may take at most this many elements (256 MiB of f32),
-// and their gather index (taps x output pixels, a constant) this many.
-constexpr int64_t kMaxColumnElements = int64_t(1) << 26, kMaxGatherIndex = int64_t(1) << 22;
-
 // The weight gradient of an ungrouped conv as one matmul, the shape the matmul templates run best:
-// dW[co, (tap, ci)] = sum over rows (n, o) of gout[n, co, o] * cols[(n, o), (tap, ci)], where cols
-// holds, per kernel tap, the input element that tap reads for pixel o (im2col), gathered from the
-// padded input, its channels last, by one index_select with a constant index. Its K is the batch
-// times the output's pixels, so the batch splits into parts (batch_split) as a batched matmul
-// whose results are summed. nullptr (the grouped-conv form) for a symbolic batch, columns or an index past their
-// bounds, or windows that reach past the padded input.
+// dW[co, (tap, ci)] = sum over rows (n, o) of gout[n, co, o] * cols[(n, o), (tap, ci)], cols the
+// input's columns (im2col). Its K is the batch times the output's pixels, so the batch splits into
+// parts (batch_split) as a batched matmul whose results are summed. nullptr (the grouped-conv form)
+// where im2col declines.
 Value* correlate_as_matmul(G& b, Value* input, Value* gout, const Window& w, const std::vector<int64_t>& pad_end) {
-  const size_t s = w.spatial;
-  if (!input->type.shape[0].is_static()) return nullptr;
-  const int64_t n = input->type.shape[0].value();
-  const int64_t co = channels_of(b, gout, "output gradient");
   const std::vector<int64_t> osp = spatial_of(b, gout, "output gradient");
-  int64_t taps = 1, pixels = 1;
-  for (int64_t k : w.kernel) taps *= k;
-  for (int64_t o : osp) pixels *= o;
-  // Zero channels pad the columns' row (taps x channels) to a multiple of 4 floats, which the
-  // matmul templates read as vec4 texels: a first conv's 7x7 taps of 3 channels (147 columns) ran
-  // 4x slower than 148 on lavapipe (BENCHMARKS Run 38). Their gradient rows are dropped at the end.
-  const int64_t ci = channels_of(b, input, "input"), channel_multiple = 4 / std::gcd(taps, int64_t(4));
-  const int64_t ci_padded = (ci + channel_multiple - 1) / channel_multiple * channel_multiple;
-  if (n * pixels * taps * ci_padded > kMaxColumnElements || taps * pixels > kMaxGatherIndex) return nullptr;
-  const std::vector<int64_t> in = spatial_of(b, input, "input");
-  std::vector<int64_t> pads(2 * (s + 2), 0), plane_dims(s);
-  pads[s + 3] = ci_padded - ci;  // the end of dim 1, the channels
-  bool padded = ci_padded != ci;
-  int64_t plane = 1;
-  for (size_t i = 0; i < s; ++i) {
-    pads[2 + i] = w.pad_begin[i];
-    pads[s + 4 + i] = pad_end[i];
-    padded = padded || w.pad_begin[i] != 0 || pad_end[i] != 0;
-    plane_dims[i] = in[i] + w.pad_begin[i] + pad_end[i];
-    plane *= plane_dims[i];
-    if ((osp[i] - 1) * w.stride[i] + w.extent(i) > plane_dims[i]) return nullptr;
-  }
-  Value* x = padded ? b.pad(input, pads) : input;
-  // The input channels last, [N, plane, Ci], so that each gathered row of Ci channels is read in
-  // order: the columns gathered at once, for each output pixel and tap (row-major), from the offset
-  // in a padded channel plane of the input element it reads. -> [N, pixels * taps, Ci].
-  std::vector<int64_t> channels_last = {0};
-  for (size_t i = 0; i < s; ++i) channels_last.push_back(int64_t(2 + i));
-  channels_last.push_back(1);
-  x = b.reshape(b.permute(x, channels_last), {n, plane, ci_padded});
-  std::vector<double> offsets;
-  offsets.reserve(size_t(taps * pixels));
-  for (int64_t o = 0; o < pixels; ++o) {
-    const std::vector<int64_t> p = row_major_coords(o, osp);
-    for (int64_t t = 0; t < taps; ++t) {
-      const std::vector<int64_t> k = row_major_coords(t, w.kernel);
-      int64_t offset = 0;
-      for (size_t i = 0; i < s; ++i) offset = offset * plane_dims[i] + p[i] * w.stride[i] + k[i] * w.dilation[i];
-      offsets.push_back(double(offset));
-    }
-  }
-  Value* index = b.constant(offsets, {taps * pixels}, plane < (int64_t(1) << 31) ? DType::I32 : DType::I64);
-  Value* stacked = b.op(K::IndexSelect, {x, index}, {{"dim", int64_t(1)}});
-  const int64_t parts = batch_split(input, gout, co * ci_padded * taps);
+  const std::optional<Columns> cols = im2col(b, input, w, pad_end, osp, ColumnOrder::PixelMajor);
+  if (!cols) return nullptr;
+  const int64_t n = input->type.shape[0].value(), co = channels_of(b, gout, "output gradient");
+  const int64_t ci = channels_of(b, input, "input"), ci_padded = cols->channels, taps = cols->taps;
+  const int64_t pixels = cols->pixels;
+  // Images of 1024 pixels and more: a part per image, whose output gradient is the left operand as
+  // it lies (a part of several images reads it permuted, which the matmul template reads slower:
+  // ResNet-18's first conv at batch 8 took 147.6 ms in 2 parts, 55 in 8).
+  const bool per_image = pixels >= 1024 && n * co * ci_padded * taps <= (int64_t(1) << 22);
+  const int64_t parts = per_image ? n : batch_split(input, gout, co * ci_padded * taps);
   const int64_t rows = n / parts * pixels;
-  // [N, pixels * taps, Ci] -> [P, rows, taps * Ci]
-  Value* cols = b.reshape(stacked, {parts, rows, taps * ci_padded});
+  // [N, pixels, taps * Ci] -> [P, rows, taps * Ci]
+  Value* stacked = b.reshape(cols->columns, {parts, rows, taps * ci_padded});
   // gout [N, Co, *osp] -> [P, N / P, Co, pixels] -> [P, Co, rows]
   Value* g = b.reshape(gout, {parts, n / parts, co, pixels});
   g = b.reshape(b.permute(g, {0, 2, 1, 3}), {parts, co, rows});
-  Value* dw = b.op(K::MatMul, {g, cols});  // [P, Co, taps * Ci]
+  Value* dw = b.op(K::MatMul, {g, stacked});  // [P, Co, taps * Ci]
   dw = parts > 1 ? b.sum(dw, {0}, false) : b.reshape(dw, {co, taps * ci_padded});
   // [Co, taps, Ci] -> [Co, Ci, taps] (the padding channels dropped) -> [Co, Ci, *kernel]
   Value* per_channel = b.permute(b.reshape(dw, {co, taps, ci_padded}), {0, 2, 1});
