@@ -181,6 +181,42 @@ void views_into_templates(std::vector<FusionGroup>& groups, const Users& users,
   std::erase_if(groups, [](const FusionGroup& g) { return g.nodes.empty(); });
 }
 
+// A group of views left as a kernel of its own (a transpose a matmul template does not read in
+// place) joins the pointwise group that makes its source, which then also stores the views' value:
+// one launch and one read of the source fewer. The views keep the element count and are the
+// source's only readers in their group; the joined group is what the greedy pass would have made
+// had the views come right after the producer in the graph's order.
+void views_into_producers(std::vector<FusionGroup>& groups, const Users& users,
+                          const std::set<const Value*>& graph_outputs, const FusionOptions& options) {
+  std::map<const Node*, size_t> group_of = group_numbers(groups);
+  for (size_t i = 0; i < groups.size(); ++i) {
+    FusionGroup& g = groups[i];
+    if (g.kind == FusionKind::Constant || g.template_anchor || g.nodes.empty()) continue;
+    bool views = true;
+    for (const Node* n : g.nodes)
+      views = views && is_index_view(*n) && n->kind != OpKind::IndexSelect && n->inputs.size() == 1 &&
+              numel(n->inputs[0]->type.shape).same_as(numel(n->output()->type.shape));
+    if (!views) continue;
+    const Value* source = g.nodes.front()->inputs[0];
+    if (!source->producer || !group_of.count(source->producer)) continue;
+    for (size_t k = 1; k < g.nodes.size(); ++k)
+      views = views && g.nodes[k]->inputs[0] == g.nodes[k - 1]->output();
+    const size_t p = group_of.at(source->producer);
+    FusionGroup& producer = groups[p];
+    if (!views || p >= i || producer.kind != FusionKind::Pointwise || producer.template_anchor ||
+        producer.nodes.back() != source->producer || producer.nodes.size() + g.nodes.size() > options.max_group_nodes)
+      continue;
+    std::vector<const Node*> merged = producer.nodes;
+    merged.insert(merged.end(), g.nodes.begin(), g.nodes.end());
+    if (options.max_group_buffers != SIZE_MAX && bound_buffers(merged, users, graph_outputs) > options.max_group_buffers)
+      continue;
+    for (const Node* n : g.nodes) group_of[n] = p;
+    producer.nodes = std::move(merged);
+    g.nodes.clear();
+  }
+  std::erase_if(groups, [](const FusionGroup& g) { return g.nodes.empty(); });
+}
+
 }  // namespace
 
 TemplateOperand template_operand(const FusionGroup& group, size_t index) {
@@ -361,6 +397,7 @@ std::vector<FusionGroup> fuse_graph(const Graph& graph, const FusionOptions& opt
     inline_view_groups(groups, users, graph_outputs, options);
   if (options.fuse && options.fuse_views && options.template_views)
     views_into_templates(groups, users, graph_outputs, options);
+  if (options.fuse && options.fuse_views) views_into_producers(groups, users, graph_outputs, options);
 
   for (FusionGroup& g : groups) {
     std::set<const Node*> members(g.nodes.begin(), g.nodes.end());
