@@ -29,25 +29,13 @@ bool is_candidate(const Node& n) {
 }  // namespace
 
 Pass conv_as_matmul_pass(std::function<bool(const Node&)> wanted) {
-  return {"conv-as-matmul", "convs the backend runs faster as a gather of columns (im2col) and one matmul per image",
-          [wanted = std::move(wanted)](Graph& graph) {
-            Replacements replacements;
-            for (Node* conv : graph.nodes()) {
-              if (!is_candidate(*conv) || !wanted(*conv)) continue;
-              const size_t before = graph.num_nodes();
-              GradBuilder b = GradBuilder::expanding(graph, *conv);
-              const ops::Window w = ops::window(b, ops::spatial_of(b, b.input(1), "weight"));
-              Value* y = ops::conv_as_matmul(b, b.input(0), b.input(1), conv->inputs.size() > 2 ? b.input(2) : nullptr,
-                                             w, 1);
-              if (!y) continue;  // im2col declined before building anything
-              replacements.appended_since(graph, before, *conv);
-              replacements.values[conv->output()] = y;
-            }
-            PassStats stats;
-            stats.counters["convs_rewritten"] = int64_t(replacements.values.size());
-            if (!replacements.values.empty()) stats.counters["nodes_removed"] = replacements.apply(graph);
-            return stats;
-          }};
+  return rewrite_nodes_pass(
+      "conv-as-matmul", "convs the backend runs faster as a gather of columns (im2col) and one matmul per image",
+      "convs_rewritten", [wanted = std::move(wanted)](const Node& n) { return is_candidate(n) && wanted(n); },
+      [](GradBuilder& b, const Node& conv) {  // nullptr where im2col declines, before building anything
+        const ops::Window w = ops::window(b, ops::spatial_of(b, b.input(1), "weight"));
+        return ops::conv_as_matmul(b, b.input(0), b.input(1), conv.inputs.size() > 2 ? b.input(2) : nullptr, w, 1);
+      });
 }
 
 }  // namespace kiln

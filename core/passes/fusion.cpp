@@ -183,9 +183,9 @@ void views_into_templates(std::vector<FusionGroup>& groups, const Users& users,
 
 // A group of views left as a kernel of its own (a transpose a matmul template does not read in
 // place) joins the pointwise group that makes its source, which then also stores the views' value:
-// one launch and one read of the source fewer. The views keep the element count and are the
-// source's only readers in their group; the joined group is what the greedy pass would have made
-// had the views come right after the producer in the graph's order.
+// one launch and one read of the source fewer. The views are one chain from the source, keeping
+// its element count, and the source is the producer group's last value: the joined group is what
+// the greedy pass makes when views come right after their source in the graph's order.
 void views_into_producers(std::vector<FusionGroup>& groups, const Users& users,
                           const std::set<const Value*>& graph_outputs, const FusionOptions& options) {
   std::map<const Node*, size_t> group_of = group_numbers(groups);

@@ -6,6 +6,7 @@
 #include <queue>
 #include <set>
 
+#include "core/ir/grad_builder.h"
 #include "core/support/error.h"
 
 namespace kiln {
@@ -107,6 +108,27 @@ int64_t Replacements::apply(Graph& graph) const {
   graph.replace_uses(values);
   restore_topological_order(graph, places);
   return int64_t(graph.remove_dead_nodes());
+}
+
+Pass rewrite_nodes_pass(std::string name, std::string summary, std::string counter,
+                        std::function<bool(const Node&)> picked, std::function<Value*(GradBuilder&, const Node&)> rewrite) {
+  return {std::move(name), std::move(summary),
+          [counter = std::move(counter), picked = std::move(picked), rewrite = std::move(rewrite)](Graph& graph) {
+            Replacements replacements;
+            for (Node* node : graph.nodes()) {
+              if (node->outputs.size() != 1 || !picked(*node)) continue;
+              const size_t before = graph.num_nodes();
+              GradBuilder b = GradBuilder::expanding(graph, *node);
+              Value* y = rewrite(b, *node);
+              if (!y) continue;
+              replacements.appended_since(graph, before, *node);
+              replacements.values[node->output()] = y;
+            }
+            PassStats stats;
+            stats.counters[counter] = int64_t(replacements.values.size());
+            if (!replacements.values.empty()) stats.counters["nodes_removed"] = replacements.apply(graph);
+            return stats;
+          }};
 }
 
 }  // namespace kiln

@@ -2,9 +2,12 @@
 // topological order after a pass appended replacement nodes.
 #pragma once
 
+#include <functional>
+#include <string>
 #include <unordered_map>
 
 #include "core/ir/graph.h"
+#include "core/passes/pass.h"
 
 namespace kiln {
 
@@ -24,7 +27,7 @@ bool is_topologically_ordered(const Graph& graph);
 // (nodes of one place keep their relative order): fusion groups consecutive nodes.
 void restore_topological_order(Graph& graph, const std::unordered_map<const Node*, const Node*>& stands_for = {});
 
-// A pass that replaces nodes by new ones appended at the graph's end (expand-ops, winograd): which
+// A pass that replaces nodes by new ones appended at the graph's end (expand-ops, rewrite_nodes_pass): which
 // node each appended one takes the place of, and which value replaces which.
 struct Replacements {
   std::unordered_map<const Node*, const Node*> places;
@@ -35,5 +38,14 @@ struct Replacements {
   // and deletes the nodes nothing reads any more; returns how many.
   int64_t apply(Graph& graph) const;
 };
+
+class GradBuilder;
+
+// A pass that replaces each one-output node `picked` selects by the value `rewrite` builds in its
+// place (through a builder whose nodes keep the node's provenance; nullptr, having built nothing,
+// keeps the node): winograd and conv-as-matmul. Counts the nodes rewritten under `counter`, and
+// "nodes_removed".
+Pass rewrite_nodes_pass(std::string name, std::string summary, std::string counter,
+                        std::function<bool(const Node&)> picked, std::function<Value*(GradBuilder&, const Node&)> rewrite);
 
 }  // namespace kiln

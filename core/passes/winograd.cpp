@@ -12,8 +12,6 @@
 // once per set of weights (core/runtime/kept_kernels.h); in a training step it runs every step, a
 // small kernel. This is how cuDNN and oneDNN pick Winograd for 3x3 convs; eager ops keep the conv.
 // The new nodes keep the conv's provenance, so the debugger maps their kernels to its line.
-#include <unordered_map>
-
 #include "core/ir/grad_builder.h"
 #include "core/passes/graph_edit.h"
 #include "core/passes/passes.h"
@@ -40,38 +38,32 @@ bool is_winograd_candidate(const Node& n) {
   return n.attrs.get_int("groups") == 1 && all_ones(n.attrs, "stride") && all_ones(n.attrs, "dilation");
 }
 
+// The conv's value as the transforms around the 16 GEMMs, its bias added after.
+Value* as_winograd(GradBuilder& b, const Node& conv) {
+  const Shape& out = conv.output()->type.shape;  // [N, O, OH, OW]
+  std::vector<int64_t> padding = conv.attrs.get_ints("padding");
+  if (padding.empty()) padding.assign(4, 0);  // ONNX's default
+  AttrMap input_attrs, output_attrs;
+  input_attrs.set("padding", padding);
+  output_attrs.set("size", std::vector<int64_t>{out[2].value(), out[3].value()});
+  Value* u = b.op(OpKind::WinogradWeights, {b.input(1)});
+  Value* v = b.op(OpKind::WinogradInput, {b.input(0)}, input_attrs);
+  const Shape& tiles = v->type.shape;  // [16, N, TH, TW, C]
+  Value* rows = b.reshape(v, {tiles[0], tiles[1] * tiles[2] * tiles[3], tiles[4]});
+  Value* m = b.op(OpKind::MatMul, {rows, u});
+  Value* y = b.op(OpKind::WinogradOutput, {b.reshape(m, {tiles[0], tiles[1], tiles[2], tiles[3], out[1]})},
+                  output_attrs);
+  if (conv.inputs.size() > 2) y = b.op(OpKind::Add, {y, b.reshape(b.input(2), {out[1], 1, 1})});
+  return y;
+}
+
 }  // namespace
 
 Pass winograd_pass(std::function<bool(const Node&)> wanted) {
-  return {"winograd", "3x3 stride-1 convs as Winograd F(2x2, 3x3): input and output transforms around 16 GEMMs",
-          [wanted = std::move(wanted)](Graph& graph) {
-            Replacements replacements;
-            for (Node* conv : graph.nodes()) {
-              if (!is_winograd_candidate(*conv) || !wanted(*conv)) continue;
-              const size_t before = graph.num_nodes();
-              GradBuilder b = GradBuilder::expanding(graph, *conv);
-              const Shape& out = conv->output()->type.shape;  // [N, O, OH, OW]
-              std::vector<int64_t> padding = conv->attrs.get_ints("padding");
-              if (padding.empty()) padding.assign(4, 0);  // ONNX's default
-              AttrMap input_attrs, output_attrs;
-              input_attrs.set("padding", padding);
-              output_attrs.set("size", std::vector<int64_t>{out[2].value(), out[3].value()});
-              Value* u = b.op(OpKind::WinogradWeights, {b.input(1)});
-              Value* v = b.op(OpKind::WinogradInput, {b.input(0)}, input_attrs);
-              const Shape& tiles = v->type.shape;  // [16, N, TH, TW, C]
-              Value* rows = b.reshape(v, {tiles[0], tiles[1] * tiles[2] * tiles[3], tiles[4]});
-              Value* m = b.op(OpKind::MatMul, {rows, u});
-              Value* y = b.op(OpKind::WinogradOutput, {b.reshape(m, {tiles[0], tiles[1], tiles[2], tiles[3], out[1]})},
-                              output_attrs);
-              if (conv->inputs.size() > 2) y = b.op(OpKind::Add, {y, b.reshape(b.input(2), {out[1], 1, 1})});
-              replacements.appended_since(graph, before, *conv);
-              replacements.values[conv->output()] = y;
-            }
-            PassStats stats;
-            stats.counters["convs_rewritten"] = int64_t(replacements.values.size());
-            if (!replacements.values.empty()) stats.counters["nodes_removed"] = replacements.apply(graph);
-            return stats;
-          }};
+  return rewrite_nodes_pass(
+      "winograd", "3x3 stride-1 convs as Winograd F(2x2, 3x3): input and output transforms around 16 GEMMs",
+      "convs_rewritten", [wanted = std::move(wanted)](const Node& n) { return is_winograd_candidate(n) && wanted(n); },
+      as_winograd);
 }
 
 }  // namespace kiln

@@ -17,21 +17,13 @@
 #include "core/passes/passes.h"
 #include "core/runtime/compile_graph.h"
 #include "support/devices.h"
+#include "support/rewrite_checks.h"
 
 namespace kiln {
 namespace {
 
-Graph parse_checked(const std::string& text) {
-  Graph g = parse_graph(text);
-  verify_graph_or_throw(g);
-  return g;
-}
-
-int count_ops(const Graph& g, OpKind kind) {
-  int n = 0;
-  for (const Node* node : g.nodes()) n += node->kind == kind;
-  return n;
-}
+using testing::count_ops;
+using testing::parse_checked;
 
 // A first conv as ResNet's (7x7, stride 2, padding 3, 3 channels padded to 4 in the columns, a
 // bias), one with dilation, asymmetric padding and 5 channels, a 1-d conv with a stride, one whose
@@ -61,23 +53,8 @@ TEST(ConvAsMatmul, RewrittenConvsMatchTheDirectConvOnEveryDevice) {
       randn({1, 5, 9, 10}, Device::ref(), 4),  randn({6, 5, 3, 3}, Device::ref(), 5), randn({2, 3, 17}, Device::ref(), 6),
       randn({4, 3, 5}, Device::ref(), 7),      randn({1, 8, 6, 6}, Device::ref(), 8), randn({4, 8, 2, 2}, Device::ref(), 9),
       randn({4, 4, 3, 3}, Device::ref(), 10)};
-  const std::vector<Tensor> want = interpret(original, inputs);
-  for (const Device& device : testing::computing_devices()) {
-    SCOPED_TRACE(device.name());
-    std::vector<Tensor> on_device;
-    for (const Tensor& t : inputs) on_device.push_back(t.to(device));
-    Graph g = rewritten.clone();
-    std::unique_ptr<DeviceProgram> program = compile_graph(g, device).program;
-    const std::vector<Tensor> got = run_program(*program, on_device);
-    ASSERT_EQ(got.size(), want.size());
-    for (size_t i = 0; i < got.size(); ++i) {
-      const std::vector<float> a = got[i].to(Device::ref()).to_vector<float>(), b = want[i].to_vector<float>();
-      ASSERT_EQ(a.size(), b.size());
-      // Sums of at most 147 products of N(0, 1) values, added in another order than the direct conv's.
-      for (size_t k = 0; k < a.size(); ++k)
-        ASSERT_NEAR(a[k], b[k], 1e-4 * (1 + std::abs(b[k]))) << "output " << i << " at " << k;
-    }
-  }
+  // Sums of at most 147 products of N(0, 1) values, added in another order than the direct conv's.
+  testing::expect_rewrite_matches_on_every_device(original, rewritten, inputs, 1e-4);
 }
 
 // The backend's choice, through compile_graph: on lavapipe the 7x7 conv over 3 channels becomes a

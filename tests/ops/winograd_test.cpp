@@ -15,22 +15,13 @@
 #include "core/passes/pass.h"
 #include "core/passes/passes.h"
 #include "core/runtime/compile_graph.h"
-#include "support/devices.h"
+#include "support/rewrite_checks.h"
 
 namespace kiln {
 namespace {
 
-Graph parse_checked(const std::string& text) {
-  Graph g = parse_graph(text);
-  verify_graph_or_throw(g);
-  return g;
-}
-
-int count_ops(const Graph& g, OpKind kind) {
-  int n = 0;
-  for (const Node* node : g.nodes()) n += node->kind == kind;
-  return n;
-}
+using testing::count_ops;
+using testing::parse_checked;
 
 // Each case: a conv as ResNet's layers have it (padding 1, a bias, a relu after), one without
 // padding over odd sizes (the last tile row and column cropped), one with asymmetric padding and
@@ -54,24 +45,9 @@ TEST(Winograd, RewrittenConvsMatchTheDirectConvOnEveryDevice) {
   const std::vector<Tensor> inputs = {randn({1, 8, 9, 9}, Device::ref(), 1), randn({4, 8, 3, 3}, Device::ref(), 2),
                                       randn({4}, Device::ref(), 3), randn({2, 4, 7, 6}, Device::ref(), 4),
                                       randn({6, 4, 3, 3}, Device::ref(), 5)};
-  const std::vector<Tensor> want = interpret(original, inputs);
-  for (const Device& device : testing::computing_devices()) {
-    SCOPED_TRACE(device.name());
-    std::vector<Tensor> on_device;
-    for (const Tensor& t : inputs) on_device.push_back(t.to(device));
-    Graph g = rewritten.clone();
-    std::unique_ptr<DeviceProgram> program = compile_graph(g, device).program;
-    const std::vector<Tensor> got = run_program(*program, on_device);
-    ASSERT_EQ(got.size(), want.size());
-    for (size_t i = 0; i < got.size(); ++i) {
-      const std::vector<float> a = got[i].to(Device::ref()).to_vector<float>(), b = want[i].to_vector<float>();
-      ASSERT_EQ(a.size(), b.size());
-      // Sums of 72 products of N(0, 1) values (and of 36 over relus): Winograd's transforms add and
-      // subtract a tile's values before multiplying, a few f32 roundings of values that size.
-      for (size_t k = 0; k < a.size(); ++k)
-        ASSERT_NEAR(a[k], b[k], 2e-4 * (1 + std::abs(b[k]))) << "output " << i << " at " << k;
-    }
-  }
+  // Sums of 72 products of N(0, 1) values (and of 36 over relus): Winograd's transforms add and
+  // subtract a tile's values before multiplying, a few f32 roundings of values that size.
+  testing::expect_rewrite_matches_on_every_device(original, rewritten, inputs, 2e-4);
 }
 
 TEST(Winograd, ShapeRulesRefuseWhatTheTransformsDoNotCover) {
