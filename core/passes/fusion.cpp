@@ -181,31 +181,49 @@ void views_into_templates(std::vector<FusionGroup>& groups, const Users& users,
   std::erase_if(groups, [](const FusionGroup& g) { return g.nodes.empty(); });
 }
 
-// A group of views left as a kernel of its own (a transpose a matmul template does not read in
-// place) joins the pointwise group that makes its source, which then also stores the views' value:
-// one launch and one read of the source fewer. The views are one chain from the source, keeping
-// its element count, and the source is the producer group's last value: the joined group is what
-// the greedy pass makes when views come right after their source in the graph's order.
-void views_into_producers(std::vector<FusionGroup>& groups, const Users& users,
-                          const std::set<const Value*>& graph_outputs, const FusionOptions& options) {
+// A pointwise group that continues another pointwise group's last value joins it, which then also
+// stores what the later group stored: one launch and one read of that value fewer. Two cases the
+// greedy pass leaves apart, since other nodes came between in the graph's order:
+// - views left as a kernel of their own (a transpose a matmul template does not read in place);
+// - pointwise nodes after a value others read too (a relu after a batch norm whose output the
+//   backward keeps, with the running statistics' updates in between).
+// The later group's nodes must be what the greedy pass would join to the earlier one (pointwise of
+// its iteration shape, views keeping the element count), and everything else it reads must come
+// from before the earlier group, so the joined kernel can run in its place.
+void continuations_into_producers(std::vector<FusionGroup>& groups, const Users& users,
+                                  const std::set<const Value*>& graph_outputs, const FusionOptions& options) {
   std::map<const Node*, size_t> group_of = group_numbers(groups);
   for (size_t i = 0; i < groups.size(); ++i) {
     FusionGroup& g = groups[i];
     if (g.kind == FusionKind::Constant || g.template_anchor || g.nodes.empty()) continue;
-    bool views = true;
+    std::set<const Node*> members(g.nodes.begin(), g.nodes.end());
+    // The latest kernel g reads from: the one it would join (constants are no kernel's).
+    size_t p = SIZE_MAX;
     for (const Node* n : g.nodes)
-      views = views && is_index_view(*n) && n->kind != OpKind::IndexSelect && n->inputs.size() == 1 &&
-              numel(n->inputs[0]->type.shape).same_as(numel(n->output()->type.shape));
-    if (!views) continue;
-    const Value* source = g.nodes.front()->inputs[0];
-    if (!source->producer || !group_of.count(source->producer)) continue;
-    for (size_t k = 1; k < g.nodes.size(); ++k)
-      views = views && g.nodes[k]->inputs[0] == g.nodes[k - 1]->output();
-    const size_t p = group_of.at(source->producer);
+      for (const Value* v : n->inputs) {
+        if (!v->producer || members.count(v->producer)) continue;
+        const size_t k = group_of.at(v->producer);
+        if (groups[k].kind != FusionKind::Constant && (p == SIZE_MAX || k > p)) p = k;
+      }
+    if (p == SIZE_MAX || p >= i) continue;
     FusionGroup& producer = groups[p];
-    if (!views || p >= i || producer.kind != FusionKind::Pointwise || producer.template_anchor ||
-        producer.nodes.back() != source->producer || producer.nodes.size() + g.nodes.size() > options.max_group_nodes)
+    if (producer.kind != FusionKind::Pointwise || producer.template_anchor || producer.nodes.empty() ||
+        producer.nodes.size() + g.nodes.size() > options.max_group_nodes)
       continue;
+    const Value* last = producer.nodes.back()->output();
+    Shape space = last->type.shape;
+    bool continues = false, joins = true;
+    for (const Node* n : g.nodes) {
+      for (const Value* v : n->inputs) continues = continues || v == last;
+      if (is_elementwise(*n)) {
+        joins = joins && same_shape(n->output()->type.shape, space);
+      } else {
+        joins = joins && options.fuse_views && is_index_view(*n) && n->kind != OpKind::IndexSelect && n->inputs.size() == 1 &&
+                numel(n->inputs[0]->type.shape).same_as(numel(n->output()->type.shape));
+        space = n->output()->type.shape;
+      }
+    }
+    if (!continues || !joins) continue;
     std::vector<const Node*> merged = producer.nodes;
     merged.insert(merged.end(), g.nodes.begin(), g.nodes.end());
     if (options.max_group_buffers != SIZE_MAX && bound_buffers(merged, users, graph_outputs) > options.max_group_buffers)
@@ -397,7 +415,7 @@ std::vector<FusionGroup> fuse_graph(const Graph& graph, const FusionOptions& opt
     inline_view_groups(groups, users, graph_outputs, options);
   if (options.fuse && options.fuse_views && options.template_views)
     views_into_templates(groups, users, graph_outputs, options);
-  if (options.fuse && options.fuse_views) views_into_producers(groups, users, graph_outputs, options);
+  if (options.fuse) continuations_into_producers(groups, users, graph_outputs, options);
 
   for (FusionGroup& g : groups) {
     std::set<const Node*> members(g.nodes.begin(), g.nodes.end());
