@@ -217,16 +217,19 @@ void continuations_into_producers(std::vector<FusionGroup>& groups, const Users&
       for (const Value* v : n->inputs) continues = continues || v == last;
       if (is_elementwise(*n)) {
         joins = joins && same_shape(n->output()->type.shape, space);
-      } else {
-        joins = joins && options.fuse_views && is_index_view(*n) && n->kind != OpKind::IndexSelect && n->inputs.size() == 1 &&
-                numel(n->inputs[0]->type.shape).same_as(numel(n->output()->type.shape));
+      } else {  // a view of the last value or of a member before it, keeping its element count
+        const Value* in = n->inputs.empty() ? nullptr : n->inputs[0];
+        joins = joins && options.fuse_views && is_index_view(*n) && n->kind != OpKind::IndexSelect &&
+                n->inputs.size() == 1 && (in == last || (in->producer && members.count(in->producer))) &&
+                numel(in->type.shape).same_as(numel(n->output()->type.shape));
         space = n->output()->type.shape;
       }
     }
     if (!continues || !joins) continue;
     std::vector<const Node*> merged = producer.nodes;
     merged.insert(merged.end(), g.nodes.begin(), g.nodes.end());
-    if (options.max_group_buffers != SIZE_MAX && bound_buffers(merged, users, graph_outputs) > options.max_group_buffers)
+    if (options.max_group_buffers != SIZE_MAX &&
+        bound_buffers(merged, users, graph_outputs) > options.max_group_buffers)
       continue;
     for (const Node* n : g.nodes) group_of[n] = p;
     producer.nodes = std::move(merged);

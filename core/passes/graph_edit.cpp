@@ -111,7 +111,8 @@ int64_t Replacements::apply(Graph& graph) const {
 }
 
 Pass rewrite_nodes_pass(std::string name, std::string summary, std::string counter,
-                        std::function<bool(const Node&)> picked, std::function<Value*(GradBuilder&, const Node&)> rewrite) {
+                        std::function<bool(const Node&)> picked,
+                        std::function<Value*(GradBuilder&, const Node&)> rewrite) {
   return {std::move(name), std::move(summary),
           [counter = std::move(counter), picked = std::move(picked), rewrite = std::move(rewrite)](Graph& graph) {
             Replacements replacements;

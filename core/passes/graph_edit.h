@@ -46,6 +46,7 @@ class GradBuilder;
 // keeps the node): winograd and conv-as-matmul. Counts the nodes rewritten under `counter`, and
 // "nodes_removed".
 Pass rewrite_nodes_pass(std::string name, std::string summary, std::string counter,
-                        std::function<bool(const Node&)> picked, std::function<Value*(GradBuilder&, const Node&)> rewrite);
+                        std::function<bool(const Node&)> picked,
+                        std::function<Value*(GradBuilder&, const Node&)> rewrite);
 
 }  // namespace kiln
