@@ -34,7 +34,7 @@ Pass conv_as_matmul_pass(std::function<bool(const Node&)> wanted) {
       "convs_rewritten", [wanted = std::move(wanted)](const Node& n) { return is_candidate(n) && wanted(n); },
       [](GradBuilder& b, const Node& conv) {  // nullptr where im2col declines, before building anything
         const ops::Window w = ops::window(b, ops::spatial_of(b, b.input(1), "weight"));
-        return ops::conv_as_matmul(b, b.input(0), b.input(1), conv.inputs.size() > 2 ? b.input(2) : nullptr, w, 1);
+        return ops::conv_as_matmul(b, b.input(0), b.input(1), conv.inputs.size() > 2 ? b.input(2) : nullptr, w);
       });
 }
 

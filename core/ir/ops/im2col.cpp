@@ -81,8 +81,7 @@ std::optional<Columns> im2col(GradBuilder& b, Value* input, const Window& w, con
   return out;
 }
 
-Value* conv_as_matmul(GradBuilder& b, Value* input, Value* weight, Value* bias, const Window& w, int64_t groups) {
-  if (groups != 1) return nullptr;
+Value* conv_as_matmul(GradBuilder& b, Value* input, Value* weight, Value* bias, const Window& w) {
   const std::vector<int64_t> osp = spatial_of(b, b.output(), "output");
   const std::optional<Columns> cols = im2col(b, input, w, w.pad_end, osp, ColumnOrder::ChannelMajor);
   if (!cols) return nullptr;

@@ -32,9 +32,9 @@ struct Columns {
 std::optional<Columns> im2col(GradBuilder& b, Value* input, const Window& w, const std::vector<int64_t>& pad_end,
                               const std::vector<int64_t>& osp, ColumnOrder order);
 
-// conv(input, weight, bias) with window `w` as channel-major columns and one matmul per image:
-// y[n] = weight [Co, C * taps] x columns[n] [C * taps, pixels], channels-first as the conv's
-// output. nullptr where im2col declines or the conv has groups.
-Value* conv_as_matmul(GradBuilder& b, Value* input, Value* weight, Value* bias, const Window& w, int64_t groups);
+// conv(input, weight, bias) of one group with window `w` as channel-major columns and one matmul
+// per image: y[n] = weight [Co, C * taps] x columns[n] [C * taps, pixels], channels-first as the
+// conv's output. nullptr, having built nothing, where im2col declines.
+Value* conv_as_matmul(GradBuilder& b, Value* input, Value* weight, Value* bias, const Window& w);
 
 }  // namespace kiln::ops
