@@ -62,15 +62,16 @@ Term term_of(const Nonzeros& nz, int per_row, const ExprRef& row, const ExprRef&
 struct TransformKernel {
   KernelBuilder b;
   int in_slot, out_slot;
-  DType acc;
+  DType out_type, acc;
   TransformKernel(OpKind kind, const TensorType& in, const TensorType& out)
       : b(kernel_name(kind, out.dtype, out.rank()), KernelKind::Reduce, out.shape),
         in_slot(b.add_buffer(in.dtype, false)),
         out_slot(b.add_buffer(out.dtype, true)),
+        out_type(out.dtype),
         acc(accumulate_in(out.dtype)) {
     b.kernel().specialized = true;
   }
-  LoweredKernel finish(const ExprRef& body, int64_t terms, DType out_type, int origin) {
+  LoweredKernel finish(const ExprRef& body, int64_t terms, int origin) {
     return finish_reduce(b, OpKind::Sum, acc, SymInt(terms), body, out_slot, out_type, accumulator(acc), origin);
   }
 };
@@ -91,7 +92,7 @@ LoweredKernel transform_weights(const TensorType& w, const TensorType& out, int 
   ExprRef channels = b.param_for(w.shape[1]);
   ExprRef offset = iadd(imul(iadd(imul(coord(2), channels), coord(1)), iconst(kTaps * kTaps)), tap);
   ExprRef body = fmul(coefficient, cast(load(ws, w.dtype, offset), acc), acc);
-  return t.finish(body, kTaps * kTaps, out.dtype, origin);
+  return t.finish(body, kTaps * kTaps, origin);
 }
 
 // V[4i + j, n, th, tw, c] = sum over p, q in {0, 1} of Bt[i][a_p] Bt[j][b_q] x[n, c, 2th + a_p - top,
@@ -112,7 +113,7 @@ LoweredKernel transform_input(const AttrMap& attrs, const TensorType& x, const T
   std::vector<ExprRef> xc = {coord(1), coord(4), clamp_index(h, height), clamp_index(w, width)};
   ExprRef value = cast(load(xs, x.dtype, strided_offset(b, xc, x.shape)), acc);
   ExprRef body = select(inside, fmul(term.sign, value, acc), constant(0, acc));
-  return t.finish(body, kBtNonzeros * kBtNonzeros, out.dtype, origin);
+  return t.finish(body, kBtNonzeros * kBtNonzeros, origin);
 }
 
 // Y[n, o, 2th + r, 2tw + s] = sum over k, l in {0, 1, 2} of At[r][i_k] At[s][j_l] M[4 i_k + j_l, n, th,
@@ -128,7 +129,7 @@ LoweredKernel transform_output(const TensorType& m, const TensorType& out, int o
                              idiv(coord(2), iconst(kOutTile)),
                              idiv(coord(3), iconst(kOutTile)), coord(1)};
   ExprRef body = fmul(term.sign, cast(load(ms, m.dtype, strided_offset(b, mc, m.shape)), acc), acc);
-  return t.finish(body, kAtNonzeros * kAtNonzeros, out.dtype, origin);
+  return t.finish(body, kAtNonzeros * kAtNonzeros, origin);
 }
 
 }  // namespace

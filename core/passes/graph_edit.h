@@ -27,8 +27,9 @@ bool is_topologically_ordered(const Graph& graph);
 // (nodes of one place keep their relative order): fusion groups consecutive nodes.
 void restore_topological_order(Graph& graph, const std::unordered_map<const Node*, const Node*>& stands_for = {});
 
-// A pass that replaces nodes by new ones appended at the graph's end (expand-ops, rewrite_nodes_pass): which
-// node each appended one takes the place of, and which value replaces which.
+// A pass that replaces nodes by new ones appended at the graph's end (expand-ops,
+// rewrite_nodes_pass): which node each appended one takes the place of, and which value replaces
+// which.
 struct Replacements {
   std::unordered_map<const Node*, const Node*> places;
   std::unordered_map<const Value*, Value*> values;

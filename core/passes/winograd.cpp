@@ -29,7 +29,7 @@ bool all_ones(const AttrMap& attrs, const std::string& name) {
 // The convs the transforms cover: 4-d channels-first f32, a static [O, C, 3, 3] weight, static
 // channels and spatial sizes, stride and dilation 1, one group.
 bool is_winograd_candidate(const Node& n) {
-  if (n.kind != OpKind::Conv || n.outputs.size() != 1 || is_channels_last(n.attrs)) return false;
+  if (n.kind != OpKind::Conv || is_channels_last(n.attrs)) return false;
   const TensorType& x = n.inputs[0]->type;
   const TensorType& w = n.inputs[1]->type;
   if (x.dtype != DType::F32 || x.rank() != 4 || !is_static(Shape(x.shape.begin() + 1, x.shape.end())) ||

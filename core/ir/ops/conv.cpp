@@ -248,21 +248,24 @@ void define_conv(std::vector<OpDef>& t) {
   // Inputs: x, weight, optional bias.
   t.push_back(define_op(OpKind::Conv, {stride, padding, dilation, groups, channels_last}, 2, 3, conv_rule));
   t.push_back(define_op(OpKind::ConvTranspose,
-                 {stride, padding, {"output_padding", AttrType::Ints, Ints{}}, dilation, groups},
-                 2, 3, conv_transpose_rule));
+                        {stride, padding, {"output_padding", AttrType::Ints, Ints{}}, dilation, groups}, 2, 3,
+                        conv_transpose_rule));
   const AttrSpec kernel{"kernel", AttrType::Ints, std::nullopt};
-  t.push_back(define_op(OpKind::MaxPool, {kernel, stride, padding, dilation, ceil_mode, channels_last}, 1, 1, pool_rule));
+  t.push_back(
+      define_op(OpKind::MaxPool, {kernel, stride, padding, dilation, ceil_mode, channels_last}, 1, 1, pool_rule));
   // count_include_pad defaults to ONNX's false; the PyTorch-style avg_pool2d passes true.
   t.push_back(define_op(OpKind::AvgPool,
-                 {kernel, stride, padding, ceil_mode, {"count_include_pad", AttrType::Bool, false}, channels_last},
-                 1, 1, pool_rule));
+                        {kernel, stride, padding, ceil_mode, {"count_include_pad", AttrType::Bool, false},
+                         channels_last},
+                        1, 1, pool_rule));
   t.push_back(define_op(OpKind::GlobalAvgPool, {}, 1, 1, global_avg_pool_rule));
   // Inputs: x, the gradient of max_pool(x); the attributes are the max_pool's.
   t.push_back(define_op(OpKind::MaxPoolGrad, {kernel, stride, padding, dilation, ceil_mode, channels_last}, 2, 2,
-                 max_pool_grad_rule));
+                        max_pool_grad_rule));
   // Inputs: x, the gradient of conv(x, weight); the attributes are the conv's and the weight's
   // spatial sizes.
-  t.push_back(define_op(OpKind::ConvWeightGrad, {kernel, stride, padding, dilation, groups}, 2, 2, conv_weight_grad_rule));
+  t.push_back(
+      define_op(OpKind::ConvWeightGrad, {kernel, stride, padding, dilation, groups}, 2, 2, conv_weight_grad_rule));
 }
 
 }  // namespace kiln::ops

@@ -20,6 +20,9 @@ namespace {
 using G = GradBuilder;
 using K = OpKind;
 
+// The partial weight gradients of all parts together may take at most this many values.
+constexpr int64_t kMaxPartialWeights = int64_t(1) << 22;
+
 // How many parts the weight gradient's reduction over the batch is split into: the correlation's
 // output is a few channels by a few taps, so without a split a handful of workgroups would each
 // reduce over every image and output position. Each part becomes groups of their own, then a sum
@@ -37,7 +40,7 @@ int64_t batch_split(const Value* input, const Value* gout, int64_t weight_elemen
   int64_t best = 1;
   for (int64_t parts = 2; parts <= std::min<int64_t>(batch, 64); ++parts)
     if (batch % parts == 0 && batch / parts >= 4 && batch / parts * per_image >= 256 &&
-        parts * weight_elements <= (int64_t(1) << 22))
+        parts * weight_elements <= kMaxPartialWeights)
       best = parts;
   return best;
 }
@@ -56,8 +59,8 @@ Value* correlate_as_matmul(G& b, Value* input, Value* gout, const Window& w, con
   const int64_t pixels = cols->pixels;
   // Images of 1024 pixels and more: a part per image, whose output gradient is the left operand as
   // it lies (a part of several images reads it permuted, which the matmul template reads slower:
-  // ResNet-18's first conv at batch 8 took 147.6 ms in 2 parts, 55 in 8).
-  const bool per_image = pixels >= 1024 && n * co * ci_padded * taps <= (int64_t(1) << 22);
+  // ResNet-18's first-conv weight gradient ran at 14.8 GFLOP/s in 2 parts, BENCHMARKS Run 39).
+  const bool per_image = pixels >= 1024 && n * co * ci_padded * taps <= kMaxPartialWeights;
   const int64_t parts = per_image ? n : batch_split(input, gout, co * ci_padded * taps);
   const int64_t rows = n / parts * pixels;
   // [N, pixels, taps * Ci] -> [P, rows, taps * Ci]

@@ -77,19 +77,16 @@ std::vector<TensorType> group_norm_rule(const InferContext& ctx) {
   return {x};
 }
 
-
 }  // namespace
 
 void define_norm(std::vector<OpDef>& t) {
   const AttrSpec eps{"eps", AttrType::Float, 1e-5};
   // Inputs: x, then optional weight and bias (a bias needs a weight before it).
-  t.push_back(define_op(OpKind::LayerNorm, {{"axis", AttrType::Int, std::nullopt}, eps}, 1, 3,
-                 layer_norm_rule));
+  t.push_back(define_op(OpKind::LayerNorm, {{"axis", AttrType::Int, std::nullopt}, eps}, 1, 3, layer_norm_rule));
   // Inputs: x, running_mean, running_var, then optional weight and bias.
   t.push_back(define_op(OpKind::BatchNorm, {eps}, 3, 5, batch_norm_rule));
   // Inputs: x, then optional weight and bias.
-  t.push_back(define_op(OpKind::GroupNorm, {{"num_groups", AttrType::Int, std::nullopt}, eps}, 1, 3,
-                 group_norm_rule));
+  t.push_back(define_op(OpKind::GroupNorm, {{"num_groups", AttrType::Int, std::nullopt}, eps}, 1, 3, group_norm_rule));
 }
 
 }  // namespace kiln::ops
