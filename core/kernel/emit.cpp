@@ -11,6 +11,7 @@
 #include <set>
 #include <sstream>
 
+#include "core/kernel/emit_cpp_vector.h"
 #include "core/kernel/emit_prelude.h"
 #include "core/kernel/emit_text.h"
 #include "core/support/error.h"
@@ -28,12 +29,15 @@ class Printer {
   EmittedKernel run() {
     vec4_ = vectorized();
     coop_ = cooperative();
+    if (cpp(d_) && !vec4_)
+      vector_block_ = cpp_vector_block(k_, [this](int slot) { return param(slot); }, total_elements());
     header();
     if (!k_.segments.empty()) {
       horizontal_body();
     } else {
       if (k_.rank == 0 && !cpp(d_)) line("  int gid = 0;", k_.origins());
       if (vec4_) vec4_prologue(k_.stores);
+      for (const CppVectorLine& l : vector_block_) line(l.text, l.origins);
       index_prologue();
       if (k_.kind == KernelKind::Reduce) reduce_loop();
       if (coop_) combine_workgroup();
@@ -417,6 +421,7 @@ class Printer {
       add_lines(prelude_cpp_compat());
       add_lines(prelude_macros(Dialect::Cpp));
       preludes();
+      if (!vector_block_.empty()) add_lines(prelude_cpp_vector());
     }
     line("void " + entry() + "(void* const* buffers, const int* params, long begin, long end) {", k_.origins());
     for (size_t i = 0; i < k_.buffers.size(); ++i) {
@@ -692,6 +697,7 @@ class Printer {
   int next_ = 0;
   bool vec4_ = false;
   bool coop_ = false;  // cooperative()
+  std::vector<CppVectorLine> vector_block_;  // C++: the elements run 128 at a time, or empty
   std::set<int> prefetched_;  // vec4 kernels: input slots read as one texel per invocation
   std::vector<int> context_;  // origins inherited by nodes that have none
   bool relocated_ = false;    // a #line put the next line at a user's file:line
@@ -711,6 +717,7 @@ std::string emit_prelude_for(Dialect dialect) {
   if (dialect == Dialect::Cpp) {
     text += "#include <cmath>\n#include <cstdint>\n#include <cstring>\n";
     text += prelude_cpp_compat();
+    text += prelude_cpp_vector();
   } else if (dialect == Dialect::Cuda) {
     text += "#include <cuda_fp16.h>\n";
     text += prelude_cuda_compat();
