@@ -92,7 +92,7 @@ class HostOpProgram : public CompiledKernel {
 
  private:
   HostOp op_;
-  std::unique_ptr<OneDnnOp> onednn_;
+  std::unique_ptr<HostKernel> onednn_;
 };
 
 // Launches run at once, on the calling thread and the pool; a recording keeps the launches to

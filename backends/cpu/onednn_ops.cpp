@@ -20,6 +20,7 @@
 #include <oneapi/dnnl/dnnl.hpp>
 
 #include "backends/cpu/onednn_post_ops.h"
+#include "backends/cpu/small_matmul.h"
 #endif
 
 namespace kiln::cpu {
@@ -56,7 +57,7 @@ class SerialScope {
 };
 
 // One primitive and its arguments' memory objects, made once and pointed at each launch's buffers.
-class Primitive : public OneDnnOp {
+class Primitive : public HostKernel {
  public:
   struct Arg {
     int dnnl_arg;
@@ -104,7 +105,7 @@ struct ConvOperands {
 // reordered on the first call that sees their buffer and kept for the next ones: the last
 // kKeptWeights buffers are remembered, since equal convolutions (ResNet's blocks) share this
 // primitive. Other weights are reordered on every call.
-class BlockedConv : public OneDnnOp {
+class BlockedConv : public HostKernel {
  public:
   BlockedConv(dnnl::primitive primitive, const ConvOperands& operands, memory::desc src, memory::desc weights,
               memory::desc dst, std::optional<memory::desc> bias, const std::vector<Primitive::Arg>& epilogue_operands,
@@ -221,7 +222,7 @@ bool fuse_epilogue(const OpRun& run, std::span<const EpilogueStep> epilogue, con
   return true;
 }
 
-std::unique_ptr<OneDnnOp> make_matmul(const OpRun& fused, std::span<const EpilogueStep> epilogue) {
+std::unique_ptr<HostKernel> make_matmul(const OpRun& fused, std::span<const EpilogueStep> epilogue) {
   const OpRun run{fused.kind, fused.attrs, fused.inputs.first(anchor_inputs(fused, epilogue)), fused.outputs};
   std::optional<MatmulProblem> p = decode_matmul(run);
   if (!p || p->alpha != 1.0 || p->m == 0 || p->n == 0 || p->k == 0) return nullptr;
@@ -246,7 +247,7 @@ std::unique_ptr<OneDnnOp> make_matmul(const OpRun& fused, std::span<const Epilog
   return std::make_unique<Primitive>(dnnl::matmul(pd), args, double(p->flops()) < kSerialFlops);
 }
 
-std::unique_ptr<OneDnnOp> make_conv(const OpRun& fused, std::span<const EpilogueStep> epilogue) {
+std::unique_ptr<HostKernel> make_conv(const OpRun& fused, std::span<const EpilogueStep> epilogue) {
   const OpRun run{fused.kind, fused.attrs, fused.inputs.first(anchor_inputs(fused, epilogue)), fused.outputs};
   std::optional<ConvProblem> problem = decode_conv(run);
   if (!problem) return nullptr;
@@ -335,7 +336,7 @@ double conv_flops(const std::vector<int64_t>& out, const std::vector<int64_t>& w
 
 // conv_transpose, a conv's input gradient: oneDNN's deconvolution (its backward-data kernels). The
 // weight [C, O / groups, kh, kw] is oneDNN's iohw.
-std::unique_ptr<OneDnnOp> make_conv_transpose(const OpRun& run) {
+std::unique_ptr<HostKernel> make_conv_transpose(const OpRun& run) {
   if (!all_f32_4d(run)) return nullptr;
   const std::vector<int64_t>& x = run.inputs[0].dims;
   const std::vector<int64_t>& weight = run.inputs[1].dims;
@@ -365,7 +366,7 @@ std::unique_ptr<OneDnnOp> make_conv_transpose(const OpRun& run) {
 
 // conv_weight_grad(x, g): oneDNN's convolution backward-weights, x as the source and g as the
 // destination's gradient.
-std::unique_ptr<OneDnnOp> make_conv_weight_grad(const OpRun& run) {
+std::unique_ptr<HostKernel> make_conv_weight_grad(const OpRun& run) {
   if (!all_f32_4d(run)) return nullptr;
   const std::vector<int64_t>& x = run.inputs[0].dims;
   const std::vector<int64_t>& g = run.inputs[1].dims;
@@ -395,7 +396,7 @@ std::unique_ptr<OneDnnOp> make_conv_weight_grad(const OpRun& run) {
 // Max and average pooling over [N, C, H, W] or [N, C, W] (or channels-last), on OpenMP's team like
 // the convolutions around it. Windows past the end padding (ceil_mode) are oneDNN's extra right
 // padding; average pooling that counts padding then declines, since oneDNN would count those too.
-std::unique_ptr<OneDnnOp> make_pool(const OpRun& run) {
+std::unique_ptr<HostKernel> make_pool(const OpRun& run) {
   if (run.inputs[0].dtype != DType::F32 || (run.inputs[0].dims.size() != 3 && run.inputs[0].dims.size() != 4))
     return nullptr;
   const bool channels_last = is_channels_last(run.attrs);
@@ -442,13 +443,15 @@ std::unique_ptr<OneDnnOp> make_pool(const OpRun& run) {
 bool have_onednn() { return true; }
 uint64_t weight_reorders() { return reorders_of_weights; }
 
-std::unique_ptr<OneDnnOp> make_onednn_op(const OpRun& run, std::span<const EpilogueStep> epilogue) {
+std::unique_ptr<HostKernel> make_onednn_op(const OpRun& run, std::span<const EpilogueStep> epilogue) {
   try {
     if (run.kind == OpKind::Conv) return make_conv(run, epilogue);
     if (epilogue.empty() && run.kind == OpKind::ConvTranspose) return make_conv_transpose(run);
     if (epilogue.empty() && run.kind == OpKind::ConvWeightGrad) return make_conv_weight_grad(run);
-    if (run.kind == OpKind::MatMul || run.kind == OpKind::Linear || run.kind == OpKind::Gemm)
+    if (run.kind == OpKind::MatMul || run.kind == OpKind::Linear || run.kind == OpKind::Gemm) {
+      if (std::unique_ptr<HostKernel> small = make_small_matmul(run, epilogue)) return small;
       return make_matmul(run, epilogue);
+    }
     if (epilogue.empty() && (run.kind == OpKind::MaxPool || run.kind == OpKind::AvgPool)) return make_pool(run);
   } catch (const dnnl::error&) {
     return nullptr;  // a configuration oneDNN has no implementation for: the reference kernel runs it
@@ -460,7 +463,7 @@ std::unique_ptr<OneDnnOp> make_onednn_op(const OpRun& run, std::span<const Epilo
 
 bool have_onednn() { return false; }
 uint64_t weight_reorders() { return 0; }
-std::unique_ptr<OneDnnOp> make_onednn_op(const OpRun&, std::span<const EpilogueStep>) { return nullptr; }
+std::unique_ptr<HostKernel> make_onednn_op(const OpRun&, std::span<const EpilogueStep>) { return nullptr; }
 
 #endif
 

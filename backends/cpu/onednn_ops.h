@@ -22,20 +22,22 @@ struct HostOperand {
   uint64_t serial = 0;
 };
 
-class OneDnnOp {
+// A host op's kernel: a oneDNN primitive, or kiln's own loops for small matmuls (small_matmul.h).
+class HostKernel {
  public:
-  virtual ~OneDnnOp() = default;
+  virtual ~HostKernel() = default;
   // The op's inputs and outputs in its slot order (inputs, then outputs), in host memory.
   virtual void run(const std::vector<HostOperand>& operands) = 0;
 };
 
-// The primitive for `run` (buffers may be null: only kinds, dtypes, dims and attrs are read), or
+// The kernel for `run` (buffers may be null: only kinds, dtypes, dims and attrs are read), or
 // nullptr when oneDNN is not built in or does not take this op. With an epilogue (`run` as
 // Backend::plan_fused_template gives it), matmul and conv apply it as oneDNN post-ops: unary
 // activations as eltwise ops, binary ops whose other operand is a scalar or runs along the
 // result's channels (conv's dim 1, matmul's last dim) as binary ops. nullptr when a step is none of
-// those, or when the post-ops would move oneDNN to another, slower kernel.
-std::unique_ptr<OneDnnOp> make_onednn_op(const OpRun& run, std::span<const EpilogueStep> epilogue = {});
+// those, or when the post-ops would move oneDNN to another, slower kernel. A matmul of a few rows
+// takes kiln's own loops where make_small_matmul does.
+std::unique_ptr<HostKernel> make_onednn_op(const OpRun& run, std::span<const EpilogueStep> epilogue = {});
 
 // Whether this kiln was built with oneDNN.
 bool have_onednn();
