@@ -12,37 +12,40 @@ namespace {
 
 typedef float Floats16 __attribute__((vector_size(64)));  // GCC's vector extension: one AVX-512 register
 
-// Columns [j, j + 64) of the M rows' product with b row-major [k, n] (ldb apart): 4M accumulators of
-// 16 floats held in registers while the k rows of b stream by, each row of b read once for all M
+// Columns [j, j + 16V) of the M rows' product with b row-major [k, n] (ldb apart): M x V accumulators
+// of 16 floats held in registers while the k rows of b stream by, each row of b read once for all M
 // rows of a. Inlined into its (cloned) caller, so it is compiled for the caller's ISA.
-template <int M>
+template <int M, int V>
 [[gnu::always_inline]] inline void column_block(const float* __restrict a, int64_t lda, const float* __restrict b,
                                                 int64_t ldb, float* __restrict out, int64_t n, int64_t k, int64_t j) {
-  Floats16 acc[M][4] = {};
+  Floats16 acc[M][V] = {};
   for (int64_t kk = 0; kk < k; ++kk) {
-    Floats16 row[4];
-    for (int q = 0; q < 4; ++q) std::memcpy(&row[q], b + kk * ldb + j + 16 * q, sizeof row[q]);
+    Floats16 row[V];
+    for (int q = 0; q < V; ++q) std::memcpy(&row[q], b + kk * ldb + j + 16 * q, sizeof row[q]);
     for (int i = 0; i < M; ++i) {
       const float scale = a[i * lda + kk];
-      for (int q = 0; q < 4; ++q) acc[i][q] += scale * row[q];
+      for (int q = 0; q < V; ++q) acc[i][q] += scale * row[q];
     }
   }
   for (int i = 0; i < M; ++i) std::memcpy(out + i * n + j, acc[i], sizeof acc[i]);
 }
 
 // out = a x b for the m (<= kSmallMatmulRows) rows of a (lda apart) and b row-major [k, n]: blocks of
-// 64 columns in registers, then the last columns a row at a time, as sums of k rows of b scaled by
-// a's elements (vectorized along n).
+// columns in registers (128 for one row, so that 8 chains of multiply-adds hide each one's latency;
+// 64 for more rows), then the last columns a row at a time, as sums of k rows of b scaled by a's
+// elements (vectorized along n).
 KILN_CPU_CLONES void rows_times_matrix(const float* __restrict a, int64_t lda, const float* __restrict b, int64_t ldb,
                                        float* __restrict out, int64_t m, int64_t n, int64_t k) {
   static_assert(kSmallMatmulRows == 4, "one column_block instance per row count");
   int64_t j = 0;
+  if (m == 1)
+    for (; j + 128 <= n; j += 128) column_block<1, 8>(a, lda, b, ldb, out, n, k, j);
   for (; j + 64 <= n; j += 64) {
     switch (m) {
-      case 1: column_block<1>(a, lda, b, ldb, out, n, k, j); break;
-      case 2: column_block<2>(a, lda, b, ldb, out, n, k, j); break;
-      case 3: column_block<3>(a, lda, b, ldb, out, n, k, j); break;
-      default: column_block<4>(a, lda, b, ldb, out, n, k, j); break;
+      case 1: column_block<1, 4>(a, lda, b, ldb, out, n, k, j); break;
+      case 2: column_block<2, 4>(a, lda, b, ldb, out, n, k, j); break;
+      case 3: column_block<3, 4>(a, lda, b, ldb, out, n, k, j); break;
+      default: column_block<4, 4>(a, lda, b, ldb, out, n, k, j); break;
     }
   }
   for (int64_t i = 0; i < m && j < n; ++i) {
