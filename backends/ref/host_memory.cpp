@@ -5,27 +5,98 @@
 
 #include <cstdlib>
 #include <cstring>
+#include <deque>
+#include <mutex>
 #include <string>
+#include <utility>
 
 #include "backends/ref/ref_kernel.h"
 #include "core/support/error.h"
 
 namespace kiln::reference {
 
+namespace {
+
+constexpr size_t kHuge = size_t(2) << 20;
+
+// Buffers of 4 MiB and more, freed, kept for the next buffer of their size: the C library returns
+// such a block to the system, and a fresh one costs a page fault per page and the system zeroing
+// it, more than an elementwise op writing it (a compiled program's 64 MiB output, every call). At
+// most kKeptBytes in all, the oldest given back first. Not under AddressSanitizer, which should see
+// every free.
+class KeptBuffers {
+ public:
+  static KeptBuffers& instance() {
+    static KeptBuffers* kept = new KeptBuffers;  // never destroyed: buffers may outlive static objects
+    return *kept;
+  }
+  void* take(size_t bytes) {
+    std::lock_guard lock(mutex_);
+    for (auto it = kept_.begin(); it != kept_.end(); ++it)
+      if (it->first == bytes) {
+        void* data = it->second;
+        total_ -= bytes;
+        kept_.erase(it);
+        return data;
+      }
+    return nullptr;
+  }
+  // False where the caller frees it.
+  bool keep(void* data, size_t bytes) {
+    if (!kEnabled || bytes > kKeptBytes) return false;
+    std::lock_guard lock(mutex_);
+    for (; total_ + bytes > kKeptBytes; kept_.pop_front()) {
+      total_ -= kept_.front().first;
+      std::free(kept_.front().second);
+    }
+    kept_.emplace_back(bytes, data);
+    total_ += bytes;
+    return true;
+  }
+
+ private:
+#if defined(__SANITIZE_ADDRESS__)
+  static constexpr bool kEnabled = false;
+#elif defined(__has_feature)
+#if __has_feature(address_sanitizer)
+  static constexpr bool kEnabled = false;
+#else
+  static constexpr bool kEnabled = true;
+#endif
+#else
+  static constexpr bool kEnabled = true;
+#endif
+  static constexpr size_t kKeptBytes = size_t(256) << 20;
+  std::mutex mutex_;
+  std::deque<std::pair<size_t, void*>> kept_;  // (rounded bytes, memory), oldest first
+  size_t total_ = 0;
+};
+
+size_t alignment_for(size_t bytes) { return bytes >= 2 * kHuge ? kHuge : 64; }
+size_t rounded_size(size_t bytes) {
+  const size_t alignment = alignment_for(bytes);
+  return (bytes + alignment - 1) / alignment * alignment;
+}
+
+}  // namespace
+
 HostBuffer::HostBuffer(size_t bytes) : Buffer(bytes) {
   // 64-byte alignment suits every dtype and vector loads; never a null pointer, even for 0 bytes.
   // Buffers of 4 MiB and more are 2 MiB aligned and ask for transparent huge pages: a fresh 64 MiB
   // tensor then takes 32 page faults on first touch instead of 16384, which cost more than the
-  // kernel writing it.
-  constexpr size_t kHuge = size_t(2) << 20;
-  const size_t alignment = bytes >= 2 * kHuge ? kHuge : 64;
-  size_t rounded = (bytes + alignment - 1) / alignment * alignment;
+  // kernel writing it; freed ones are kept for reuse (KeptBuffers).
+  const size_t alignment = alignment_for(bytes), rounded = rounded_size(bytes);
+  data_ = alignment == kHuge ? KeptBuffers::instance().take(rounded) : nullptr;
+  if (data_) return;
   data_ = std::aligned_alloc(alignment, rounded == 0 ? 64 : rounded);
   if (!data_) throw Error("cpu: out of host memory allocating " + std::to_string(bytes) + " bytes");
   if (alignment == kHuge) madvise(data_, rounded, MADV_HUGEPAGE);  // advice only: failure is harmless
 }
 
-HostBuffer::~HostBuffer() { std::free(data_); }
+HostBuffer::~HostBuffer() {
+  if (alignment_for(bytes()) == kHuge && KeptBuffers::instance().keep(data_, rounded_size(bytes()))) return;
+  std::free(data_);
+}
 
 namespace {
 void check_range(const Buffer& b, size_t bytes, size_t offset, const char* what) {

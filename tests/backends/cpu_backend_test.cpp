@@ -13,6 +13,7 @@
 
 #include "backends/cpu/host_compiler.h"
 #include "backends/cpu/onednn_ops.h"
+#include "backends/ref/host_memory.h"
 #include "core/kernel/emit.h"
 #include "core/kernel/lower.h"
 #include "core/trace/bundle.h"
@@ -257,6 +258,30 @@ TEST(CpuBackend, EagerBackwardNeverRunsTheCompiler) {
       << "the compiled function's backward built no program";
   EXPECT_TRUE(close(x2.grad(), xr.grad(), 1e-5));
   EXPECT_TRUE(close(w2.grad(), wr.grad(), 1e-5));
+}
+
+// Freed buffers of 4 MiB and more serve the next buffer of their size, without page faults
+// (backends/ref/host_memory.cpp); not under AddressSanitizer, which should see every free. 74 MiB
+// is a size no other test allocates.
+TEST(CpuBackend, FreedLargeBuffersServeTheNextBufferOfTheirSize) {
+#if defined(__SANITIZE_ADDRESS__)
+  GTEST_SKIP() << "AddressSanitizer sees every free";
+#endif
+  Backend& backend = Device::cpu().backend();
+  const size_t size = size_t(74) << 20;
+  void* first = nullptr;
+  {
+    std::unique_ptr<Buffer> buffer = backend.alloc(size);
+    first = reference::host_data(*buffer);
+    static_cast<uint32_t*>(first)[0] = 0xC0FFEE;  // memory the system hands out afresh reads 0
+  }
+  std::unique_ptr<Buffer> other = backend.alloc(size + (size_t(2) << 20));
+  EXPECT_NE(reference::host_data(*other), first) << "another size";
+  std::unique_ptr<Buffer> again = backend.alloc(size);
+  ASSERT_EQ(reference::host_data(*again), first);
+  EXPECT_EQ(static_cast<uint32_t*>(first)[0], 0xC0FFEEu) << "the same memory, not the system's fresh pages";
+  std::unique_ptr<Buffer> second = backend.alloc(size);
+  EXPECT_NE(reference::host_data(*second), first) << "a kept buffer serves one buffer";
 }
 
 TEST(CpuBackend, EagerOpsNeverRunTheCompiler) {
