@@ -2,6 +2,7 @@
 #include "backends/cpu/small_matmul.h"
 
 #include <cstring>
+#include <optional>
 #include <vector>
 
 #include "backends/cpu/vector_math.h"
