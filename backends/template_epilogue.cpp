@@ -38,6 +38,7 @@ bool keeps_float(OpKind kind) {
 // element at the result's index.
 std::optional<std::string> operand_index(const BufferView& operand, const BufferView& result, size_t channel) {
   if (operand.dtype != DType::F32 || operand.dims.size() > result.dims.size()) return std::nullopt;
+  if (!operand.row_major() || operand.offset != 0) return std::nullopt;  // bound from its buffer's start
   if (operand.dims == result.dims) return "index";
   const size_t pad = result.dims.size() - operand.dims.size();
   bool scalar = true, along_channel = true;

@@ -116,4 +116,14 @@ std::optional<StridedLayout> strides_through_views(const std::vector<int64_t>& s
   return layout;
 }
 
+bool is_row_major(const std::vector<int64_t>& dims, const std::vector<int64_t>& strides) {
+  if (strides.size() != dims.size()) return false;
+  int64_t expected = 1;
+  for (size_t d = dims.size(); d-- > 0;) {
+    if (dims[d] != 1 && strides[d] != expected) return false;
+    expected *= dims[d];
+  }
+  return true;
+}
+
 }  // namespace kiln

@@ -36,4 +36,8 @@ struct StridedLayout {
 std::optional<StridedLayout> strides_through_views(const std::vector<int64_t>& source_dims,
                                                    const std::vector<ViewStep>& chain);
 
+// Whether `strides` read `dims` row-major (a contiguous slice of rows, a reshape): such a view is its
+// source's elements from `offset` on, as they lie. Size-1 dims may have any stride.
+bool is_row_major(const std::vector<int64_t>& dims, const std::vector<int64_t>& strides);
+
 }  // namespace kiln

@@ -127,8 +127,8 @@ void inline_view_groups(std::vector<FusionGroup>& groups, const Users& users,
   std::erase_if(groups, [](const FusionGroup& g) { return g.nodes.empty(); });
 }
 
-// The views (reshape, permute, expand, slice) from a value to `anchor`'s input `index`, source first, each
-// read only by the next (the last by the anchor, once), kept only where their groups hold nothing
+// The views (reshape, permute, expand, slice) from a value to `anchor`'s input `index` (or an epilogue
+// node's), source first, each read only by the next (the last by the anchor, once), kept only where their groups hold nothing
 // else: the chain a template may read in place.
 std::vector<const Node*> view_chain_into(const Node* anchor, size_t index, const std::vector<FusionGroup>& groups,
                                          const std::map<const Node*, size_t>& group_of, const Users& users,
@@ -172,6 +172,14 @@ void views_into_templates(std::vector<FusionGroup>& groups, const Users& users,
       if (views[i].empty()) continue;
       if (options.template_views(*anchor, epilogue, views)) moved.insert(moved.end(), views[i].begin(), views[i].end());
       else views[i].clear();
+    }
+    // The epilogue's operands likewise (a slice of a projection added to an RNN step's product).
+    for (const ChainStep& c : template_chain(*anchor, epilogue)) {
+      if (!c.operand) continue;
+      views.push_back(view_chain_into(c.node, c.operand_first ? 0 : 1, groups, group_of, users, graph_outputs));
+      if (views.back().empty()) continue;
+      if (options.template_views(*anchor, epilogue, views)) moved.insert(moved.end(), views.back().begin(), views.back().end());
+      else views.back().clear();
     }
     if (moved.empty()) continue;
     for (const Node* n : moved) std::erase(groups[group_of.at(n)].nodes, n);
@@ -240,9 +248,9 @@ void continuations_into_producers(std::vector<FusionGroup>& groups, const Users&
 
 }  // namespace
 
-TemplateOperand template_operand(const FusionGroup& group, size_t index) {
+TemplateOperand template_operand(const FusionGroup& group, const Value* read) {
   const std::set<const Node*> views(group.nodes.begin(), group.nodes.begin() + long(group.anchor));
-  TemplateOperand operand{group.nodes[group.anchor]->inputs[index], {}};
+  TemplateOperand operand{read, {}};
   while (operand.source->producer && views.count(operand.source->producer)) {
     operand.views.insert(operand.views.begin(), operand.source->producer);
     operand.source = operand.source->producer->inputs[0];

@@ -65,8 +65,8 @@ struct FusionOptions {
   // of that value, plus at most one operand from outside the group. Unset: no epilogue.
   std::function<bool(const Node& anchor, const std::vector<const Node*>& epilogue)> template_epilogue;
   // Whether that template (with `epilogue`) reads these views of its operands in place, through
-  // strides: per anchor input, the chain of reshape/permute/expand/slice nodes from a value to it, empty
-  // where the input is read as it is. Views so taken, read by nothing else, join the template's
+  // strides: per anchor input, then per epilogue operand (template_chain's order), the chain of
+  // reshape/permute/expand/slice nodes from a value to it, empty where it is read as it is. Views so taken, read by nothing else, join the template's
   // group and write no copy. Unset: views before a template are copies.
   std::function<bool(const Node& anchor, const std::vector<const Node*>& epilogue,
                      const std::vector<std::vector<const Node*>>& views)>
@@ -77,13 +77,14 @@ struct FusionOptions {
 // after the groups producing its inputs.
 std::vector<FusionGroup> fuse_graph(const Graph& graph, const FusionOptions& options = {});
 
-// A template group's anchor input `index` read through the views in front of it: the value those
-// views start from, and the views in order (none where the input is read as it is).
+// A value a template group's anchor or epilogue reads (an anchor input, an epilogue operand), read
+// through the views in front of the anchor: the value those views start from, and the views in
+// order (none where it is read as it is).
 struct TemplateOperand {
   const Value* source = nullptr;
   std::vector<const Node*> views;
 };
-TemplateOperand template_operand(const FusionGroup& group, size_t index);
+TemplateOperand template_operand(const FusionGroup& group, const Value* read);
 
 // One node of a template's epilogue chain, with its operand from outside the chain (nullptr for a
 // unary node) and whether that operand comes first (sub(c, v) rather than sub(v, c)).

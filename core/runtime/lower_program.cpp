@@ -33,6 +33,15 @@ std::set<int> elementwise_slots(const kernel::Kernel& k) {
   return out;
 }
 
+// A template's input (an anchor input or an epilogue operand): the value it reads, through views
+// read in place.
+void add_template_input(ProgramKernel& pk, const TemplateOperand& operand, const std::map<const Value*, int>& number) {
+  pk.node_inputs.push_back(number.at(operand.source));
+  pk.input_views.emplace_back();
+  for (const Node* view : operand.views)
+    pk.input_views.back().push_back({view->kind, view->attrs, view->output()->type.shape});
+}
+
 // In place: a one-store pointwise kernel may write over an intermediate it reads element-wise.
 void find_in_place(ProgramKernel& pk, const std::vector<ProgramValue>& values, size_t lowered_outputs) {
   if (pk.steps.size() != 1 || lowered_outputs != 1 ||
@@ -158,16 +167,12 @@ LoweredProgram lower_schedule(const Graph& graph, const KernelSchedule& schedule
       const Node* anchor = g.nodes[g.anchor];
       pk.template_op = std::make_pair(anchor->kind, anchor->attrs);
       for (size_t i = 0; i < anchor->inputs.size(); ++i) {
-        const TemplateOperand operand = template_operand(g, i);
-        pk.node_inputs.push_back(number.at(operand.source));
-        pk.input_views.emplace_back();
-        for (const Node* view : operand.views)
-          pk.input_views.back().push_back({view->kind, view->attrs, view->output()->type.shape});
+        add_template_input(pk, template_operand(g, anchor->inputs[i]), number);
       }
       for (const ChainStep& c : template_chain(*anchor, std::span(g.nodes).subspan(g.anchor + 1))) {
         pk.template_epilogue.push_back(
             {c.node->kind, c.node->attrs, c.operand ? int(pk.node_inputs.size()) : -1, c.operand_first});
-        if (c.operand) pk.node_inputs.push_back(number.at(c.operand));
+        if (c.operand) add_template_input(pk, template_operand(g, c.operand), number);
       }
       for (const Value* v : g.nodes.back()->outputs) pk.node_outputs.push_back(number.at(v));
     }

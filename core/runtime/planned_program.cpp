@@ -57,6 +57,8 @@ const CompiledKernel& PlannedProgram::program_for(const ProgramStep& s) {
 std::optional<PlannedProgram::LaunchPlan> PlannedProgram::template_launch(
     const ProgramKernel& ks, const std::map<std::string, int64_t>& bindings) {
   std::vector<BufferView> ins, outs;
+  size_t epilogue_operands = 0;
+  for (const ProgramKernel::EpilogueOp& e : ks.template_epilogue) epilogue_operands += e.operand >= 0;
   for (size_t i = 0; i < ks.node_inputs.size(); ++i) {
     const ProgramValue& value = values_[size_t(ks.node_inputs[i])];
     Buffer* constant = value.storage == ValueStorage::Constant ? constants_[size_t(value.index)].get() : nullptr;
@@ -72,8 +74,10 @@ std::optional<PlannedProgram::LaunchPlan> PlannedProgram::template_launch(
     std::optional<StridedLayout> layout = strides_through_views(ins.back().dims, steps);
     if (!layout) return std::nullopt;
     ins.back().dims = steps.back().out_dims;
-    ins.back().strides = std::move(layout->strides);
     ins.back().offset = layout->offset;
+    const bool epilogue_operand = i >= ks.node_inputs.size() - epilogue_operands;
+    if (!epilogue_operand) ins.back().strides = std::move(layout->strides);
+    else if (!is_row_major(ins.back().dims, layout->strides)) return std::nullopt;  // as schedule_kernels took it
   }
   for (int v : ks.node_outputs)
     outs.push_back({nullptr, values_[size_t(v)].type.dtype, concrete_dims(values_[size_t(v)].type.shape, bindings)});

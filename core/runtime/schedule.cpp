@@ -55,9 +55,16 @@ bool template_serves(Backend& backend, bool max_autotune, const Node& anchor, co
     ins.back().offset = layout->offset;
   }
   std::vector<EpilogueStep> steps;
+  size_t view = anchor.inputs.size();  // views' index of the next epilogue operand
   for (const ChainStep& c : template_chain(anchor, epilogue)) {
     steps.push_back({c.node->kind, &c.node->attrs, c.operand ? int(ins.size()) : -1, c.operand_first});
-    if (c.operand) ins.push_back(at_hints(c.operand));
+    if (!c.operand) continue;
+    ins.push_back(at_hints(c.operand));
+    if (view >= views.size() || views[view++].empty()) continue;
+    // An epilogue operand is read in place only where its elements lie as they are, from an offset.
+    std::optional<StridedLayout> layout = strides_at_hints(views[view - 1]);
+    if (!layout || !is_row_major(ins.back().dims, layout->strides)) return false;
+    ins.back().offset = layout->offset;
   }
   const OpRun run{anchor.kind, anchor.attrs, ins, outs, max_autotune};
   return (steps.empty() ? backend.plan_template(run) : backend.plan_fused_template(run, steps)).has_value();
@@ -80,7 +87,8 @@ KernelSchedule schedule_kernels(const Graph& graph, Backend& backend, bool fuse,
     return template_serves(backend, max_autotune, anchor, epilogue);
   };
   // Only a matmul's template reads strided operands (decode_matmul): a transpose, a head split, a
-  // piece of a packed projection.
+  // piece of a packed projection; and, where the backend takes an operand from an offset, its
+  // epilogue's operands (a slice of a projection, as they lie).
   if (template_views)
     fusion.template_views = [&backend, max_autotune](const Node& anchor, const std::vector<const Node*>& epilogue,
                                                      const std::vector<std::vector<const Node*>>& views) {

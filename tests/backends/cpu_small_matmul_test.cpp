@@ -110,5 +110,28 @@ TEST(CpuSmallMatmul, ACompiledBatchOneLayerMatchesTheReference) {
   for (size_t i = 0; i < got.size(); ++i) EXPECT_LE(std::abs(got[i] - want[i]), 1e-4 * (1 + std::abs(want[i]))) << i;
 }
 
+// An RNN step's product plus its slice of the input projection: on cpu the slice is the template's
+// epilogue operand read in place from its offset (one kernel, no copy of the slice); Vulkan's
+// templates bind operands from their buffer's start and keep the copy. Both against ref.
+TEST(CpuSmallMatmul, AnEpilogueOperandSlicedFromAProjectionIsReadInPlace) {
+  auto step = [](const Tensor& h, const Tensor& w, const Tensor& projection) {
+    return matmul(h, w) + reshape(slice(projection, 0, 2, 3), {1, 96});
+  };
+  Tensor h = randn({1, 64}, Device::ref(), 1), w = randn({64, 96}, Device::ref(), 2),
+         projection = randn({5, 1, 96}, Device::ref(), 3);
+  const std::vector<double> want = step(h, w, projection).to_vector<double>();
+  std::vector<Device> devices = {Device::cpu()};
+  for (const DeviceEntry& e : available_devices())
+    if (e.kind == BackendKind::Vulkan) devices.push_back(Device(e.kind, e.index));
+  for (const Device& d : devices) {
+    SCOPED_TRACE(d.name());
+    auto compiled = compile(step, CompileOptions{.name = "rnn_step"});
+    const std::vector<double> got = compiled(h.to(d), w.to(d), projection.to(d)).to_vector<double>();
+    ASSERT_EQ(got.size(), want.size());
+    for (size_t i = 0; i < got.size(); ++i) EXPECT_LE(std::abs(got[i] - want[i]), 1e-4 * (1 + std::abs(want[i]))) << i;
+    if (d == Device::cpu()) EXPECT_EQ(compiled.stats().program.kernels, 1) << "the slice is not copied";
+  }
+}
+
 }  // namespace
 }  // namespace kiln::cpu
