@@ -3,6 +3,8 @@
 // would.
 #include "backends/template_epilogue.h"
 
+#include "backends/template_util.h"
+
 #include "core/kernel/emit_text.h"
 #include "core/kernel/emit_prelude.h"
 #include "core/support/error.h"
@@ -37,19 +39,10 @@ bool keeps_float(OpKind kind) {
 // How EPILOGUE reads an operand: its one element, the element of the result's channel, or the
 // element at the result's index.
 std::optional<std::string> operand_index(const BufferView& operand, const BufferView& result, size_t channel) {
-  if (operand.dtype != DType::F32 || operand.dims.size() > result.dims.size()) return std::nullopt;
-  if (!operand.row_major() || operand.offset != 0) return std::nullopt;  // bound from its buffer's start
-  if (operand.dims == result.dims) return "index";
-  const size_t pad = result.dims.size() - operand.dims.size();
-  bool scalar = true, along_channel = true;
-  for (size_t i = 0; i < operand.dims.size(); ++i) {
-    if (operand.dims[i] == 1) continue;
-    scalar = false;
-    along_channel = along_channel && pad + i == channel && operand.dims[i] == result.dims[channel];
-  }
-  if (scalar) return "0";
-  if (along_channel) return "channel";
-  return std::nullopt;
+  const std::optional<OperandSpread> spread = operand_spread(operand, result, channel);
+  if (!spread || operand.offset != 0) return std::nullopt;  // bound from its buffer's start
+  if (*spread == OperandSpread::Full) return "index";
+  return *spread == OperandSpread::AlongChannel ? "channel" : "0";
 }
 
 }  // namespace

@@ -4,6 +4,7 @@
 
 #include <cstdint>
 #include <cstring>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -40,6 +41,27 @@ inline bool all_dtype(const OpRun& run, DType t) {
   for (const BufferView& v : run.outputs)
     if (v.dtype != t) return false;
   return true;
+}
+
+// How an epilogue operand lines up with a template's result: one value for all, one per element of
+// the result's dim `channel` (conv's channels, a matmul's columns), or one per element. Nothing for
+// another shape, a dtype other than f32 or a strided view.
+enum class OperandSpread { Scalar, AlongChannel, Full };
+inline std::optional<OperandSpread> operand_spread(const BufferView& operand, const BufferView& result,
+                                                   size_t channel) {
+  if (operand.dtype != DType::F32 || !operand.row_major() || operand.dims.size() > result.dims.size())
+    return std::nullopt;
+  if (operand.dims == result.dims) return OperandSpread::Full;
+  const size_t pad = result.dims.size() - operand.dims.size();
+  bool scalar = true, along_channel = true;
+  for (size_t i = 0; i < operand.dims.size(); ++i) {
+    if (operand.dims[i] == 1) continue;
+    scalar = false;
+    along_channel = along_channel && pad + i == channel && operand.dims[i] == result.dims[channel];
+  }
+  if (scalar) return OperandSpread::Scalar;
+  if (along_channel) return OperandSpread::AlongChannel;
+  return std::nullopt;
 }
 
 // A per-spatial-dim int list attribute (strides, pads, dilations), `fill` when absent or empty.

@@ -7,9 +7,13 @@
 
 #include "backends/cpu/vector_math.h"
 #include "backends/matmul_problem.h"
+#include "backends/template_util.h"
 
 namespace kiln::cpu {
 namespace {
+
+using templates::operand_spread;
+using templates::OperandSpread;
 
 typedef float Floats16 __attribute__((vector_size(64)));  // GCC's vector extension: one AVX-512 register
 
@@ -62,8 +66,8 @@ KILN_CPU_CLONES void rows_times_matrix(const float* __restrict a, int64_t lda, c
 
 // out[i, j] = a[i, :] . b[j, :] for b stored [n, k] (a linear layer's weight): each a dot product in
 // 16 partial sums, which vectorize (a single running sum would not: float addition does not
-// reassociate), added pairwise at the end. Taken for one row only: at 4 rows of a [256, 64] weight
-// oneDNN's packed kernel took half the time.
+// reassociate), added pairwise at the end. Taken for one row only: it reads the weight once per row
+// of a, where oneDNN's packed kernel reads it once for all rows.
 KILN_CPU_CLONES void rows_times_rows(const float* __restrict a, int64_t lda, const float* __restrict b, int64_t ldb,
                                      float* __restrict out, int64_t m, int64_t n, int64_t k) {
   constexpr int64_t kLanes = 16;
@@ -82,37 +86,20 @@ KILN_CPU_CLONES void rows_times_rows(const float* __restrict a, int64_t lda, con
     }
 }
 
-// How an epilogue operand lines up with the [m, n] result: one value, one per column, or one per
-// element.
-enum class Spread { Scalar, PerColumn, Full };
-
 struct Step {
   OpKind kind;
   int operand;         // the op's input slot, or -1 for relu and neg
   bool operand_first;  // operand op result (sub, div)
-  Spread spread = Spread::Scalar;
+  OperandSpread spread = OperandSpread::Scalar;  // along the result's columns
 };
-
-std::optional<Spread> spread_of(const BufferView& operand, const BufferView& result) {
-  if (operand.dtype != DType::F32 || !operand.row_major() || operand.dims.size() > result.dims.size())
-    return std::nullopt;
-  if (operand.dims == result.dims) return Spread::Full;
-  bool per_column = false;
-  const size_t pad = result.dims.size() - operand.dims.size();
-  for (size_t i = 0; i < operand.dims.size(); ++i) {
-    if (operand.dims[i] == 1) continue;
-    if (pad + i != result.dims.size() - 1 || operand.dims[i] != result.dims.back()) return std::nullopt;
-    per_column = true;
-  }
-  return per_column ? Spread::PerColumn : Spread::Scalar;
-}
 
 // x op= y over the result, y spread as `spread` says: one loop per case, each vectorized.
 template <class Op>
-inline void each(float* __restrict out, const float* __restrict y, Spread spread, int64_t m, int64_t n, Op op) {
-  if (spread == Spread::Full) {
+inline void each(float* __restrict out, const float* __restrict y, OperandSpread spread, int64_t m,
+                 int64_t n, Op op) {
+  if (spread == OperandSpread::Full) {
     for (int64_t i = 0; i < m * n; ++i) out[i] = op(out[i], y[i]);
-  } else if (spread == Spread::PerColumn) {
+  } else if (spread == OperandSpread::AlongChannel) {
     for (int64_t i = 0; i < m; ++i)
       for (int64_t j = 0; j < n; ++j) out[i * n + j] = op(out[i * n + j], y[j]);
   } else {
@@ -196,7 +183,9 @@ std::unique_ptr<HostKernel> make_small_matmul(const OpRun& fused, std::span<cons
     } else {
       const bool binary = e.kind == OpKind::Add || e.kind == OpKind::Sub || e.kind == OpKind::Mul ||
                           e.kind == OpKind::Div || e.kind == OpKind::Maximum || e.kind == OpKind::Minimum;
-      std::optional<Spread> spread = spread_of(fused.inputs[size_t(e.operand)], run.outputs[0]);
+      const BufferView& result = run.outputs[0];
+      std::optional<OperandSpread> spread =
+          operand_spread(fused.inputs[size_t(e.operand)], result, result.dims.size() - 1);
       if (!binary || !spread) return nullptr;
       s.spread = *spread;
     }

@@ -15,6 +15,22 @@
 
 namespace kiln::reference {
 
+#if defined(__SANITIZE_ADDRESS__)
+#define KILN_ADDRESS_SANITIZER 1
+#elif defined(__has_feature)
+#if __has_feature(address_sanitizer)
+#define KILN_ADDRESS_SANITIZER 1
+#endif
+#endif
+
+bool keeps_freed_buffers() {
+#ifdef KILN_ADDRESS_SANITIZER
+  return false;
+#else
+  return true;
+#endif
+}
+
 namespace {
 
 constexpr size_t kHuge = size_t(2) << 20;
@@ -43,7 +59,7 @@ class KeptBuffers {
   }
   // False where the caller frees it.
   bool keep(void* data, size_t bytes) {
-    if (!kEnabled || bytes > kKeptBytes) return false;
+    if (!keeps_freed_buffers() || bytes > kKeptBytes) return false;
     std::lock_guard lock(mutex_);
     for (; total_ + bytes > kKeptBytes; kept_.pop_front()) {
       total_ -= kept_.front().first;
@@ -55,17 +71,6 @@ class KeptBuffers {
   }
 
  private:
-#if defined(__SANITIZE_ADDRESS__)
-  static constexpr bool kEnabled = false;
-#elif defined(__has_feature)
-#if __has_feature(address_sanitizer)
-  static constexpr bool kEnabled = false;
-#else
-  static constexpr bool kEnabled = true;
-#endif
-#else
-  static constexpr bool kEnabled = true;
-#endif
   static constexpr size_t kKeptBytes = size_t(256) << 20;
   std::mutex mutex_;
   std::deque<std::pair<size_t, void*>> kept_;  // (rounded bytes, memory), oldest first

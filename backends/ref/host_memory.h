@@ -20,6 +20,10 @@ class HostBuffer : public Buffer {
   void* data_;
 };
 
+// Whether freed HostBuffers of 4 MiB and more serve the next buffer of their size (host_memory.cpp):
+// not under AddressSanitizer, which should see every free.
+bool keeps_freed_buffers();
+
 // The memory of a HostBuffer. Dispatch keeps each op's tensors on one device, so a host backend
 // only ever sees its own buffers.
 inline void* host_data(const Buffer& buffer) { return static_cast<const HostBuffer&>(buffer).data(); }

@@ -127,9 +127,9 @@ void inline_view_groups(std::vector<FusionGroup>& groups, const Users& users,
   std::erase_if(groups, [](const FusionGroup& g) { return g.nodes.empty(); });
 }
 
-// The views (reshape, permute, expand, slice) from a value to `anchor`'s input `index` (or an epilogue
-// node's), source first, each read only by the next (the last by the anchor, once), kept only where their groups hold nothing
-// else: the chain a template may read in place.
+// The views (reshape, permute, expand, slice) from a value to `anchor`'s (or an epilogue node's)
+// input `index`, source first, each read only by the next (the last by the anchor, once), kept
+// only where their groups hold nothing else: the chain a template may read in place.
 std::vector<const Node*> view_chain_into(const Node* anchor, size_t index, const std::vector<FusionGroup>& groups,
                                          const std::map<const Node*, size_t>& group_of, const Users& users,
                                          const std::set<const Value*>& graph_outputs) {
@@ -165,22 +165,21 @@ void views_into_templates(std::vector<FusionGroup>& groups, const Users& users,
     if (!g.template_anchor || g.anchor != 0) continue;
     const Node* anchor = g.nodes[0];
     const std::vector<const Node*> epilogue(g.nodes.begin() + 1, g.nodes.end());
-    std::vector<std::vector<const Node*>> views(anchor->inputs.size());
+    std::vector<std::vector<const Node*>> views;
     std::vector<const Node*> moved;
-    for (size_t i = 0; i < views.size(); ++i) {
-      views[i] = view_chain_into(anchor, i, groups, group_of, users, graph_outputs);
-      if (views[i].empty()) continue;
-      if (options.template_views(*anchor, epilogue, views)) moved.insert(moved.end(), views[i].begin(), views[i].end());
-      else views[i].clear();
-    }
+    // The chain into `reader`'s input `index`, taken where the template reads it in place.
+    auto take = [&](const Node* reader, size_t index) {
+      views.push_back(view_chain_into(reader, index, groups, group_of, users, graph_outputs));
+      if (views.back().empty()) return;
+      if (options.template_views(*anchor, epilogue, views))
+        moved.insert(moved.end(), views.back().begin(), views.back().end());
+      else
+        views.back().clear();
+    };
+    for (size_t i = 0; i < anchor->inputs.size(); ++i) take(anchor, i);
     // The epilogue's operands likewise (a slice of a projection added to an RNN step's product).
-    for (const ChainStep& c : template_chain(*anchor, epilogue)) {
-      if (!c.operand) continue;
-      views.push_back(view_chain_into(c.node, c.operand_first ? 0 : 1, groups, group_of, users, graph_outputs));
-      if (views.back().empty()) continue;
-      if (options.template_views(*anchor, epilogue, views)) moved.insert(moved.end(), views.back().begin(), views.back().end());
-      else views.back().clear();
-    }
+    for (const ChainStep& c : template_chain(*anchor, epilogue))
+      if (c.operand) take(c.node, c.operand_first ? 0 : 1);
     if (moved.empty()) continue;
     for (const Node* n : moved) std::erase(groups[group_of.at(n)].nodes, n);
     g.anchor = moved.size();

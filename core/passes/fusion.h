@@ -66,8 +66,9 @@ struct FusionOptions {
   std::function<bool(const Node& anchor, const std::vector<const Node*>& epilogue)> template_epilogue;
   // Whether that template (with `epilogue`) reads these views of its operands in place, through
   // strides: per anchor input, then per epilogue operand (template_chain's order), the chain of
-  // reshape/permute/expand/slice nodes from a value to it, empty where it is read as it is. Views so taken, read by nothing else, join the template's
-  // group and write no copy. Unset: views before a template are copies.
+  // reshape/permute/expand/slice nodes from a value to it, empty where it is read as it is. Views
+  // so taken, read by nothing else, join the template's group and write no copy. Unset: views
+  // before a template are copies.
   std::function<bool(const Node& anchor, const std::vector<const Node*>& epilogue,
                      const std::vector<std::vector<const Node*>>& views)>
       template_views;

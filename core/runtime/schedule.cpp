@@ -55,14 +55,14 @@ bool template_serves(Backend& backend, bool max_autotune, const Node& anchor, co
     ins.back().offset = layout->offset;
   }
   std::vector<EpilogueStep> steps;
-  size_t view = anchor.inputs.size();  // views' index of the next epilogue operand
   for (const ChainStep& c : template_chain(anchor, epilogue)) {
     steps.push_back({c.node->kind, &c.node->attrs, c.operand ? int(ins.size()) : -1, c.operand_first});
     if (!c.operand) continue;
     ins.push_back(at_hints(c.operand));
-    if (view >= views.size() || views[view++].empty()) continue;
+    const size_t at = ins.size() - 1;  // views run parallel to the template's inputs
+    if (at >= views.size() || views[at].empty()) continue;
     // An epilogue operand is read in place only where its elements lie as they are, from an offset.
-    std::optional<StridedLayout> layout = strides_at_hints(views[view - 1]);
+    std::optional<StridedLayout> layout = strides_at_hints(views[at]);
     if (!layout || !is_row_major(ins.back().dims, layout->strides)) return false;
     ins.back().offset = layout->offset;
   }

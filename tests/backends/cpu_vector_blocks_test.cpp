@@ -1,6 +1,7 @@
 // The cpu backend's vector blocks (core/kernel/emit_cpp_vector.h): which kernels get one, and what
-// they compute. Oracles: std::exp in double for the block's own exp (within 1 ulp of the rounded
-// result over [-110, 95] and at the specials: subnormal results, 0 and inf past the ends, NaN);
+// they compute. Oracles: std::exp and std::tanh in double for the block's own exp and tanh (within 1
+// ulp of the rounded result over [-110, 95], on every 4099th float bit pattern and at the
+// specials: subnormal results, 0 and inf past the ends, NaN);
 // the ref interpreter for a chain of every op a block prints, with uniform operands, at sizes that
 // leave the scalar loop a tail (tolerance |cpu - ref| <= 2e-6 * (1 + |ref|): the block's exp is
 // not libm's; NaN and infinities match exactly).
@@ -74,11 +75,17 @@ void expect_within_ulps(const std::vector<float>& x, const std::vector<float>& g
   }
 }
 
-TEST(CpuVectorBlocks, ExpAndTanhAreWithinOneUlpOverTheirRange) {
+TEST(CpuVectorBlocks, ExpAndTanhAreWithinOneUlpOverEveryFloat) {
   const float inf = std::numeric_limits<float>::infinity();
   std::vector<float> x = {0.0f, -0.0f, 1e-30f, -1e-30f, 88.72f, 88.73f, -87.4f, -103.0f, -103.9f, -104.5f,
                           -150.0f, 200.0f, inf, -inf, std::numeric_limits<float>::quiet_NaN()};
-  for (int i = 0; x.size() < 50021; ++i) x.push_back(-110.0f + 205.0f * float(i) / 50000.0f);
+  for (int i = 0; i <= 50000; ++i) x.push_back(-110.0f + 205.0f * float(i) / 50000.0f);
+  for (uint64_t bits = 0; bits < (uint64_t(1) << 32); bits += 4099) {  // every 4099th float bit pattern
+    const uint32_t b = uint32_t(bits);
+    float v;
+    std::memcpy(&v, &b, sizeof v);
+    x.push_back(v);
+  }
   auto f = compile([](const Tensor& t) { return exp(t); }, CompileOptions{.name = "block_exp"});
   expect_within_ulps(x, f(from_vector(x, Device::cpu())).to_vector<float>(), std::exp, "exp", 1);
   EXPECT_TRUE(compiled_with_a_block(f));
