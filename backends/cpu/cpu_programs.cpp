@@ -70,10 +70,15 @@ void KernelBatcher::remove(GeneratedProgram* program) {
 // What every translation unit starts with. On x86-64 with GCC, glibc's libmvec vector variants of
 // the transcendentals are declared (the simd attribute), so loops calling exp, log, tanh, erf, sin
 // or cos vectorize with them (AVX2/AVX-512 variants, within 4 ulp) instead of calling the scalar
-// function per element. libmvec is part of glibc (libc6-dev): no package is added for it.
+// function per element. libmvec is part of glibc (libc6-dev): no package is added for it. The
+// AVX-512 intrinsics of the vector blocks' prelude are included here, outside the kernels'
+// namespaces.
 constexpr const char* kUnitHeader = R"(#include <cmath>
 #include <cstdint>
 #include <cstring>
+#if defined(__AVX512F__)
+#include <immintrin.h>
+#endif
 #if defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__)
 #define KILN_SIMD __attribute__((simd("notinbranch")))
 extern "C" {

@@ -106,8 +106,10 @@ class BlockPrinter {
   }
 
   // An op's text as every dialect prints it; C++ names std::tanh there, which takes no vector, so
-  // the block calls the prelude's kiln_tanh instead.
+  // the block calls the prelude's kiln_tanh instead. Relu is the prelude's kiln_greater, which
+  // selects as the scalar text does (NaN gives 0) in one instruction where the ISA has one.
   static std::string vector_text(const Expr& e, const std::vector<std::string>& args, const std::vector<DType>& types) {
+    if (e.op == OpKind::Relu) return "kiln_greater(" + args[0] + ", kiln_vf{})";
     std::string text = op_expression(e.op, e.attrs, e.type, types, args, Dialect::Cpp);
     for (size_t at = text.find("std::tanh("); at != std::string::npos; at = text.find("std::tanh(", at))
       text.replace(at, 10, "kiln_tanh(");
@@ -182,10 +184,13 @@ std::vector<CppVectorLine> cpp_vector_block(const Kernel& k, const std::function
 // across which the compiler reloads every constant and the block's vectors wait). Each is within
 // 1 ulp of the correctly rounded result (tests/backends/cpu_vector_blocks_test.cpp: every 4099th
 // float bit pattern, a range and the specials).
+// - kiln_greater(a, b) is a > b ? a : b and kiln_lesser(a, b) a < b ? a : b, so b where either is
+//   NaN: one vmaxps/vminps with AVX-512, whose compare-and-blend GCC does not fold into one.
+// - kiln_scale(p, n) is p * 2^n for integral n, rounded once, so that results below 2^-126 round
+//   once into subnormals: one vscalefps with AVX-512, else two products by powers of two.
 // - exp: 2^n exp(r) with n = round(x / ln 2) and ln 2 split in two (Cody and Waite), exp(r) on
-//   |r| <= ln(2)/2 by Cephes' expf polynomial; 2^n is applied as two powers of two, so results
-//   below 2^-126 round once into subnormals and results past the ends are 0 and inf; NaN stays NaN
-//   (it passes both clamps).
+//   |r| <= ln(2)/2 by Cephes' expf polynomial, scaled by kiln_scale; results past the ends are 0
+//   and inf; NaN stays NaN (it passes both clamps).
 // - tanh: Cephes' tanhf, an odd polynomial below |x| = 0.625, else 1 - 2 / (exp(2|x|) + 1) with
 //   x's sign.
 const char* prelude_cpp_vector() {
@@ -193,9 +198,22 @@ const char* prelude_cpp_vector() {
 #define KILN_VECTOR_BLOCKS 1
 typedef float kiln_vf __attribute__((vector_size(64)));
 typedef int kiln_vi __attribute__((vector_size(64)));
+#if defined(__AVX512F__)
+#include <immintrin.h>
+static inline kiln_vf kiln_greater(kiln_vf a, kiln_vf b) { return (kiln_vf)_mm512_max_ps((__m512)a, (__m512)b); }
+static inline kiln_vf kiln_lesser(kiln_vf a, kiln_vf b) { return (kiln_vf)_mm512_min_ps((__m512)a, (__m512)b); }
+static inline kiln_vf kiln_scale(kiln_vf p, kiln_vf n) { return (kiln_vf)_mm512_scalef_ps((__m512)p, (__m512)n); }
+#else
+static inline kiln_vf kiln_greater(kiln_vf a, kiln_vf b) { return a > b ? a : b; }
+static inline kiln_vf kiln_lesser(kiln_vf a, kiln_vf b) { return a < b ? a : b; }
+static inline kiln_vf kiln_scale(kiln_vf p, kiln_vf n) {
+  const kiln_vi whole = __builtin_convertvector(n, kiln_vi), half = whole >> 1;
+  return p * (kiln_vf)((half + 127) << 23) * (kiln_vf)((whole - half + 127) << 23);
+}
+#endif
 static inline kiln_vf exp(kiln_vf x) {
-  kiln_vf c = x < -104.0f ? -104.0f : x;
-  c = c > 89.0f ? 89.0f : c;
+  kiln_vf c = kiln_greater(kiln_vf{} - 104.0f, x);
+  c = kiln_lesser(kiln_vf{} + 89.0f, c);
   const kiln_vf t = c * 1.44269504f + 12582912.0f;
   const kiln_vf n = t - 12582912.0f;
   kiln_vf r = n * -0.693145752f + c;
@@ -206,8 +224,7 @@ static inline kiln_vf exp(kiln_vf x) {
   p = p * r + 1.66666716e-1f;
   p = p * r + 5.0e-1f;
   p = p * (r * r) + r + 1.0f;
-  const kiln_vi whole = (kiln_vi)t - 0x4B400000, half = whole >> 1;
-  return p * (kiln_vf)((half + 127) << 23) * (kiln_vf)((whole - half + 127) << 23);
+  return kiln_scale(p, n);
 }
 static inline kiln_vf abs(kiln_vf x) { return (kiln_vf)((kiln_vi)x & 0x7fffffff); }
 static inline kiln_vf sqrt(kiln_vf x) {
@@ -224,8 +241,8 @@ static inline kiln_vf kiln_tanh(kiln_vf x) {
   const kiln_vf large = 1.0f - 2.0f / (exp(a + a) + 1.0f);
   return a < 0.625f ? p * z * x + x : (kiln_vf)((kiln_vi)large | ((kiln_vi)x & (int)0x80000000));
 }
-static inline kiln_vf kiln_max(kiln_vf a, kiln_vf b) { return (a != a) | (b != b) ? a + b : (a > b ? a : b); }
-static inline kiln_vf kiln_min(kiln_vf a, kiln_vf b) { return (a != a) | (b != b) ? a + b : (a < b ? a : b); }
+static inline kiln_vf kiln_max(kiln_vf a, kiln_vf b) { return (a != a) | (b != b) ? a + b : kiln_greater(a, b); }
+static inline kiln_vf kiln_min(kiln_vf a, kiln_vf b) { return (a != a) | (b != b) ? a + b : kiln_lesser(a, b); }
 #else
 #define KILN_VECTOR_BLOCKS 0
 #endif

@@ -14,11 +14,13 @@
 
 #include "samples/common/sample_models.h"
 #include "tools/bench/bench_util.h"
+#include "tools/bench/stream_triad.h"
 
 namespace kiln {
 namespace {
 
 using bench::median;
+using bench::stream_triad_gbs;
 
 using Clock = std::chrono::steady_clock;
 
@@ -70,10 +72,11 @@ std::string mib(int64_t bytes) {
 
 const char* only_rows = nullptr;  // --only: the rows whose name contains it
 
-// One row: eager and compiled medians, kernels, memory, max abs difference.
+// One row: eager and compiled medians, kernels, memory, max abs difference. Returns the compiled
+// median (ms), 0 for a row --only skips.
 template <class Fn, class... Args>
-void row(const char* name, int reps, Device dev, Fn fn, Args&... args) {
-  if (only_rows && !std::strstr(name, only_rows)) return;
+double row(const char* name, int reps, Device dev, Fn fn, Args&... args) {
+  if (only_rows && !std::strstr(name, only_rows)) return 0;
   Backend& backend = dev.backend();
   std::vector<float> eager_out;
   const double eager_ms = time_ms(reps, [&] {
@@ -93,6 +96,7 @@ void row(const char* name, int reps, Device dev, Fn fn, Args&... args) {
               mib(s.program.naive_bytes).c_str(), mib(s.program.lower_bound_bytes).c_str(),
               mib(s.program.planned_bytes).c_str(), diff);
   std::fflush(stdout);
+  return compiled_ms;
 }
 
 // ReduceOverhead: the calling thread's CPU time per call (guards, binding, submit; waiting for the
@@ -140,7 +144,7 @@ int run(int argc, char** argv) {
               "lower bound MiB | planned MiB | max abs diff |\n|---|---|---|---|---|---|---|---|---|\n");
   const int64_t side = small ? 256 : 4096;  // 4096^2 = 16M floats
   Tensor big = randn({side, side}, dev, 3);
-  row("pointwise chain, 24 ops", reps, dev, [](const Tensor& x) { return chain24(x); }, big);
+  const double chain_ms = row("pointwise chain, 24 ops", reps, dev, [](const Tensor& x) { return chain24(x); }, big);
   Tensor loop_in = randn({small ? 64 : 1024, 1024}, dev, 7);
   row("while_loop, 20 iterations of 5 ops", reps, dev, [](const Tensor& x) { return loop20(x); }, loop_in);
   samples::SeedCnn cnn(dev);
@@ -158,6 +162,13 @@ int run(int argc, char** argv) {
   std::printf("\n| workload | mode | kernels | call ms | host CPU us per call | host CPU us per kernel |\n"
               "|---|---|---|---|---|---|\n");
   overhead_row("transformer block 4x64x128", std::max(reps, 20), block_fn, block, tokens);
+
+  if (chain_ms > 0) {  // the compiled chain reads its input and writes its output once
+    const double bytes = 2.0 * double(big.numel()) * sizeof(float);
+    const double chain_gbs = bytes / (chain_ms * 1e-3) / 1e9, triad = stream_triad_gbs(size_t(big.numel()) * 4, reps);
+    std::printf("\ncompiled pointwise chain: %.2f GB/s; host STREAM triad %.2f GB/s; chain / triad %.2fx\n",
+                chain_gbs, triad, chain_gbs / triad);
+  }
   return 0;
 }
 

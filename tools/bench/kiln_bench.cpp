@@ -20,6 +20,7 @@
 #include "core/kiln.h"
 #include "core/runtime/eager_programs.h"
 #include "tools/bench/bench_util.h"
+#include "tools/bench/stream_triad.h"
 #ifdef KILN_HAVE_VULKAN
 #include "backends/vulkan/vulkan_backend.h"
 #include "backends/vulkan/vulkan_norm_template.h"
@@ -30,6 +31,7 @@ namespace kiln {
 namespace {
 
 using bench::median;
+using bench::stream_triad_gbs;
 using bench::wait_for;
 
 using Clock = std::chrono::steady_clock;
@@ -235,32 +237,11 @@ void bench_norm(const Args& args) {
 }
 #endif
 
-// a[i] = b[i] + s * c[i] over host threads, like STREAM's triad: 3 arrays of `bytes` each move.
-double triad_gbs(size_t bytes, int reps) {
-  size_t n = bytes / sizeof(float);
-  std::vector<float> a(n), b(n, 1.0f), c(n, 2.0f);
-  const unsigned threads = std::max(1u, std::thread::hardware_concurrency());
-  auto body = [&] {
-    std::vector<std::thread> pool;
-    for (unsigned t = 0; t < threads; ++t)
-      pool.emplace_back([&, t] {
-        size_t begin = n * t / threads, end = n * (t + 1) / threads;
-        float* pa = a.data();
-        const float* pb = b.data();
-        const float* pc = c.data();
-        for (size_t i = begin; i < end; ++i) pa[i] = pb[i] + 3.0f * pc[i];
-      });
-    for (auto& th : pool) th.join();
-  };
-  double s = time_median(reps, body);
-  return 3.0 * double(n * sizeof(float)) / s / 1e9;
-}
-
 void bench_elementwise(const Args& args) {
   const int64_t n = args.mib * (1 << 20) / 4;
   std::printf("\nelementwise add f32, %lld elements (%lld MiB per operand), median of %d\n",
               (long long)n, (long long)args.mib, args.reps);
-  double triad = triad_gbs(size_t(n) * 4, args.reps);
+  double triad = stream_triad_gbs(size_t(n) * 4, args.reps);
   std::printf("%-30s %10.2f GB/s\n", "host STREAM triad", triad);
   for (const std::string& name : args.devices) {
     Device device;
