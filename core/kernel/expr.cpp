@@ -2,6 +2,8 @@
 #include "core/kernel/expr.h"
 
 #include <algorithm>
+#include <cstdint>
+#include <cstring>
 #include <functional>
 #include <set>
 
@@ -95,6 +97,32 @@ ExprRef idiv(ExprRef a, ExprRef b) {
 ExprRef imod(ExprRef a, ExprRef b) {
   if (is_const(b, 1)) return constant(0, DType::I32);
   return op(OpKind::Mod, DType::I32, {std::move(a), std::move(b)}, {{"fmod", true}});
+}
+
+ExprRef ExprSharing::operator()(const ExprRef& e) {
+  auto done = shared_.find(e.get());
+  if (done != shared_.end()) return done->second;
+  Expr copy = *e;
+  bool changed = false;
+  for (ExprRef& a : copy.args) {
+    ExprRef shared = (*this)(a);
+    changed = changed || shared != a;
+    a = std::move(shared);
+  }
+  uint64_t bits = 0;
+  static_assert(sizeof bits == sizeof copy.value);
+  std::memcpy(&bits, &copy.value, sizeof bits);
+  std::string key = std::to_string(int(copy.kind)) + " " + std::to_string(int(copy.type)) + " " +
+                    std::to_string(bits) + " " + std::to_string(copy.index) + " " + std::to_string(int(copy.op)) + " |";
+  for (const ExprRef& a : copy.args) key += " " + std::to_string(reinterpret_cast<uintptr_t>(a.get()));
+  key += " |";
+  for (int id : copy.origins) key += " " + std::to_string(id);
+  std::vector<ExprRef>& same_key = nodes_[key];
+  for (const ExprRef& candidate : same_key)
+    if (candidate->attrs == copy.attrs) return shared_[e.get()] = candidate;
+  ExprRef out = changed ? make(std::move(copy)) : e;
+  same_key.push_back(out);
+  return shared_[e.get()] = out;
 }
 
 ExprRef with_origins(const ExprRef& e, std::vector<int> origins) {

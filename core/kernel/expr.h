@@ -4,6 +4,7 @@
 // (add, exp, where, cast, ...). Every node keeps the graph nodes it came from.
 #pragma once
 
+#include <map>
 #include <memory>
 #include <string>
 #include <vector>
@@ -52,6 +53,19 @@ ExprRef iadd(ExprRef a, ExprRef b);
 ExprRef imul(ExprRef a, ExprRef b);
 ExprRef idiv(ExprRef a, ExprRef b);
 ExprRef imod(ExprRef a, ExprRef b);
+
+// Merges structurally equal expressions (same kind, type, value, index, op, attributes, origins and
+// arguments) into one node, so that printers, which name each node once, compute them once. A
+// fused group rebuilds a member for every output of another shape; their trees come out equal.
+// One instance per scope whose values may be shared (a kernel's stores; a reduction's body).
+class ExprSharing {
+ public:
+  ExprRef operator()(const ExprRef& e);
+
+ private:
+  std::map<const Expr*, ExprRef> shared_;             // input node -> its shared node
+  std::map<std::string, std::vector<ExprRef>> nodes_;  // key without attributes -> shared nodes
+};
 
 // A copy of e whose node (not its arguments) lists `origins`.
 ExprRef with_origins(const ExprRef& e, std::vector<int> origins);

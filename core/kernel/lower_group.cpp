@@ -308,6 +308,10 @@ LoweredGroup lower_group(const std::vector<const Node*>& nodes, const std::vecto
     b.kernel().stores.push_back({slot, value});
     group.outputs.push_back(v);
   }
+  // An output of another shape than the kernel's space rebuilt its member's tree (rebase), and so
+  // did every member read through a view: equal nodes are computed once.
+  ExprSharing share;
+  for (Store& s : b.kernel().stores) s.value = share(s.value);
   LoweredOp::Step step{b.finish(), {}};
   for (size_t i = 0; i < group.inputs.size() + group.outputs.size(); ++i) step.args.push_back(int(i));
   group.op.steps.push_back(std::move(step));

@@ -62,15 +62,25 @@ TEST(Donation, UnsafePairsAreDropped) {
 })";
   EXPECT_EQ(safe_pairs(returned, {{0, 0}, {2, 0}}), "");
   EXPECT_EQ(safe_pairs(returned, {{2, 0}}), "");
-  // One kernel stores neg(p), then exp(p), which loads p after the first store: only the second
-  // store may go over p. Each input serves one output.
-  const char* two_stores = R"(graph @main(%0: f32[64] "p") {
+  // One kernel stores neg(q), then exp(p) + q, which loads p after the first store: only the
+  // second store may go over p. Each input serves one output.
+  const char* later_load = R"(graph @main(%0: f32[64] "p", %1: f32[64] "q") {
+  %2: f32[64] = neg(%1)
+  %3: f32[64] = exp(%0)
+  %4: f32[64] = add(%3, %1)
+  return %2, %4
+})";
+  EXPECT_EQ(safe_pairs(later_load, {{0, 0}}), "");
+  EXPECT_EQ(safe_pairs(later_load, {{0, 0}, {1, 0}}), "output 1 over input 0 (%4 f32[64])\n");
+  // neg(p) and exp(p) share one load of p, which the kernel reads before its first store: either
+  // output may go over p, the first one asked for takes it.
+  const char* shared_load = R"(graph @main(%0: f32[64] "p") {
   %1: f32[64] = neg(%0)
   %2: f32[64] = exp(%0)
   return %1, %2
 })";
-  EXPECT_EQ(safe_pairs(two_stores, {{0, 0}}), "");
-  EXPECT_EQ(safe_pairs(two_stores, {{0, 0}, {1, 0}}), "output 1 over input 0 (%2 f32[64])\n");
+  EXPECT_EQ(safe_pairs(shared_load, {{1, 0}}), "output 1 over input 0 (%2 f32[64])\n");
+  EXPECT_EQ(safe_pairs(shared_load, {{0, 0}, {1, 0}}), "output 0 over input 0 (%1 f32[64])\n");
 }
 
 std::vector<float> ramp(int n, float scale) {
