@@ -244,11 +244,11 @@ void CpuStream::replay() {
 std::vector<KernelTiming> CpuStream::timings() { return std::exchange(timings_, {}); }
 
 void CpuStream::run(const Launch& launch) {
-  auto start = std::chrono::steady_clock::now();
+  const auto start = timing_ ? std::chrono::steady_clock::now() : std::chrono::steady_clock::time_point{};
   std::string name;
   if (auto* generated = dynamic_cast<const GeneratedProgram*>(launch.program)) {
-    std::vector<void*> pointers;
-    pointers.reserve(launch.buffers.size());
+    std::vector<void*>& pointers = pointers_;  // reused: no allocation per launch
+    pointers.clear();
     for (size_t i = 0; i < launch.buffers.size(); ++i)
       pointers.push_back(static_cast<char*>(reference::host_data(*launch.buffers[i])) +
                          (launch.offsets.empty() ? 0 : launch.offsets[i]));

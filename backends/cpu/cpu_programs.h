@@ -112,6 +112,7 @@ class CpuStream : public Stream {
 
   bool recording_ = false, timing_ = false;
   std::vector<Launch> recorded_;
+  std::vector<void*> pointers_;  // run(): the launch's buffer addresses
   std::vector<KernelTiming> timings_;
 };
 

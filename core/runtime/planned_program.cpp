@@ -255,9 +255,13 @@ PlannedProgram::Binding PlannedProgram::resolve(int value, const std::vector<Dev
   throw Error("planned program: bad value storage");
 }
 
+// The launch is filled into one reused Launch, whose vectors keep their capacity from call to call:
+// a small kernel's launch costs no allocation.
 void PlannedProgram::launch(const LaunchPlan& plan, const std::vector<Binding>& bindings) {
-  Launch l;
+  Launch& l = launch_scratch_;
   l.program = plan.program;
+  l.buffers.clear();
+  l.offsets.clear();
   bool offsets = false;
   for (const Binding& b : bindings) {
     l.buffers.push_back(b.buffer);
@@ -265,9 +269,9 @@ void PlannedProgram::launch(const LaunchPlan& plan, const std::vector<Binding>& 
     offsets = offsets || b.offset != 0;
   }
   if (!offsets) l.offsets.clear();
-  l.push_constants = plan.push_constants;
+  l.push_constants.assign(plan.push_constants.begin(), plan.push_constants.end());
   l.groups = plan.groups;
-  if (queued_) queued_->push_back(std::move(l));
+  if (queued_) queued_->push_back(l);
   else stream_->launch(l);
 }
 
@@ -341,6 +345,7 @@ std::vector<DeviceTensor> PlannedProgram::launch_run(const std::vector<DeviceTen
   // Graph outputs index `fresh` by output number; values_ keep the first output's number.
   auto bind_args = [&](const std::vector<int>& args) {
     std::vector<Binding> b;
+    b.reserve(args.size());
     for (int a : args) b.push_back(resolve(a, inputs, fresh));
     return b;
   };

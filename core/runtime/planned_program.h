@@ -163,6 +163,7 @@ class PlannedProgram : public DeviceProgram {
   std::vector<std::vector<const CompiledKernel*>> step_programs_;  // per kernel, per step
   bool profiling_ = false;  // run(): launch directly even with reduce_overhead
   std::vector<Launch>* queued_ = nullptr;  // queue_run(): launches collected here, not issued
+  Launch launch_scratch_;                  // launch(): refilled for each launch
 
   // For the current input shapes.
   bool prepared_ = false;
