@@ -150,6 +150,18 @@ std::optional<MatmulProblem> gemm_problem(const OpRun& run) {
 
 }  // namespace
 
+bool fold_batch_into_rows(MatmulProblem& p) {
+  if (p.batch() == 1 || p.trans_a || p.b_batch0 != 0 || p.b_batch1 != 0 || (p.has_c && p.c_row != 0)) return false;
+  const int64_t row = p.m > 1 ? p.lda : (p.batch1 > 1 ? p.a_batch1 : p.a_batch0);  // from one row to the next
+  if (row < p.k || (p.batch1 > 1 && p.a_batch1 != p.m * row) || (p.batch0 > 1 && p.a_batch0 != p.batch1 * p.m * row))
+    return false;
+  p.m *= p.batch();
+  p.lda = row;
+  p.batch0 = p.batch1 = 1;
+  p.a_batch0 = p.a_batch1 = 0;
+  return true;
+}
+
 std::optional<MatmulProblem> decode_matmul(const OpRun& run) {
   if (run.inputs.size() < 2 || run.outputs.size() != 1) return std::nullopt;
   for (const BufferView& v : run.inputs) {

@@ -34,6 +34,12 @@ struct MatmulProblem {
 // stride 1 (a transpose is trans_a / trans_b); linear and gemm take row-major operands.
 std::optional<MatmulProblem> decode_matmul(const OpRun& run);
 
+// Folds the batch into the rows where B is one matrix for every batch (a sequence times a weight)
+// and A's rows lie evenly apart across the batch: one [batch * m, k] x [k, n] product, which a
+// GEMM kernel runs faster than `batch` products of a few rows (16 rows of one: 8.3 -> 4.8 us on
+// cpu). The result [batch, m, n] is row-major either way. False, p unchanged, where it does not apply.
+bool fold_batch_into_rows(MatmulProblem& p);
+
 // Whether every operand and the output have fewer than 2^31 elements, so 32-bit indices suffice.
 bool matmul_fits_i32(const MatmulProblem& p);
 

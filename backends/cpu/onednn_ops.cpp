@@ -226,6 +226,7 @@ std::unique_ptr<HostKernel> make_matmul(const OpRun& fused, std::span<const Epil
   const OpRun run{fused.kind, fused.attrs, fused.inputs.first(anchor_inputs(fused, epilogue)), fused.outputs};
   std::optional<MatmulProblem> p = decode_matmul(run);
   if (!p || p->alpha != 1.0 || p->m == 0 || p->n == 0 || p->k == 0) return nullptr;
+  fold_batch_into_rows(*p);  // epilogue operands broadcast over the result: its rows may fold
   for (const BufferView& v : run.inputs)
     if (v.dtype != DType::F32) return nullptr;
   if (run.outputs[0].dtype != DType::F32) return nullptr;

@@ -171,6 +171,7 @@ std::unique_ptr<HostKernel> make_small_matmul(const OpRun& fused, std::span<cons
   for (const BufferView& v : run.inputs)
     if (v.dtype != DType::F32) return nullptr;
   std::optional<MatmulProblem> p = decode_matmul(run);
+  if (p) fold_batch_into_rows(*p);
   if (!p || p->batch() != 1 || p->trans_a || p->alpha != 1.0 || p->m == 0 || p->n == 0 || p->k == 0 ||
       p->m > (p->trans_b ? 1 : kSmallMatmulRows) || double(p->flops()) >= kSmallMatmulFlops)
     return nullptr;
