@@ -73,6 +73,7 @@ std::optional<TemplateLaunch> matmul_template(const OpRun& run, int sm) {
   const bool tensor_cores = (t == DType::F16 || t == DType::BF16) && sm >= 80;
   if (!all_dtype(run, t) || (t != DType::F32 && !tensor_cores)) return std::nullopt;
   std::optional<MatmulProblem> p = decode_matmul(run);
+  if (p) fold_batch_into_rows(*p);  // the epilogue reads operands at the result's element: rows may fold
   if (!p || p->m == 0 || p->n == 0 || p->flops() < kMatmulMinFlops || !matmul_fits_i32(*p))
     return std::nullopt;
 

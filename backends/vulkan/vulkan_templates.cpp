@@ -263,6 +263,7 @@ TemplatePlanner glsl_template_planner(const TemplateOptions& options) {
     if (run.outputs.size() != 1 || run.outputs[0].dtype != DType::F32) return std::nullopt;
     std::optional<MatmulProblem> p = decode_matmul(run);
     if (!p) return std::nullopt;
+    fold_batch_into_rows(*p);  // the epilogue reads operands at the result's element: rows may fold
     if (p->m == 0 || p->n == 0 || p->flops() < options.matmul_min_flops) return std::nullopt;
     if (!matmul_fits_i32(*p)) return std::nullopt;
     if (strided_reads_lose_vec4(run, *p, default_matmul_tile(caps))) return std::nullopt;

@@ -161,20 +161,28 @@ TEST(CpuSmallMatmul, ABatchTimesOneWeightFoldsIntoRows) {
   EXPECT_EQ(p.batch(), 4);
 }
 
-// The folded products, compiled on cpu: a time-first view of a batch-first sequence times a weight
-// plus a bias (oneDNN's GEMM), and three rows of one (the small matmul), against the ref interpreter.
+// The folded products, compiled: a time-first view of a batch-first sequence times a weight, plus a
+// bias and a residual of the result's shape (its element index is the same folded or not), on cpu
+// (oneDNN's GEMM at 64 and 16 steps, the small matmul at 3) and on Vulkan (its template from 64
+// steps, past matmul_min_flops), against ref.
 TEST(CpuSmallMatmul, AFoldedBatchMatchesTheReference) {
-  auto projection = [](const Tensor& x, const Tensor& w, const Tensor& b) { return matmul(permute(x, {1, 0, 2}), w) + b; };
-  for (int64_t steps : {16, 3}) {
-    SCOPED_TRACE("steps=" + std::to_string(steps));
+  auto projection = [](const Tensor& x, const Tensor& w, const Tensor& b, const Tensor& r) {
+    return matmul(permute(x, {1, 0, 2}), w) + b + r;
+  };
+  std::vector<Device> devices = {Device::cpu()};
+  for (const DeviceEntry& e : available_devices())
+    if (e.kind == BackendKind::Vulkan) devices.push_back(Device(e.kind, e.index));
+  for (int64_t steps : {64, 16, 3}) {
     Tensor x = randn({1, steps, 32}, Device::ref(), 1), w = randn({32, 256}, Device::ref(), 2),
-           b = randn({256}, Device::ref(), 3);
-    auto compiled = compile(projection, CompileOptions{.name = "projection"});
-    const std::vector<double> got =
-        compiled(x.to(Device::cpu()), w.to(Device::cpu()), b.to(Device::cpu())).to_vector<double>();
-    const std::vector<double> want = projection(x, w, b).to_vector<double>();
-    ASSERT_EQ(got.size(), want.size());
-    for (size_t i = 0; i < got.size(); ++i) EXPECT_LE(std::abs(got[i] - want[i]), 1e-4 * (1 + std::abs(want[i]))) << i;
+           b = randn({256}, Device::ref(), 3), r = randn({steps, 1, 256}, Device::ref(), 4);
+    const std::vector<double> want = projection(x, w, b, r).to_vector<double>();
+    for (const Device& d : devices) {
+      SCOPED_TRACE("steps=" + std::to_string(steps) + " on " + d.name());
+      auto compiled = compile(projection, CompileOptions{.name = "projection"});
+      const std::vector<double> got = compiled(x.to(d), w.to(d), b.to(d), r.to(d)).to_vector<double>();
+      ASSERT_EQ(got.size(), want.size());
+      for (size_t i = 0; i < got.size(); ++i) EXPECT_LE(std::abs(got[i] - want[i]), 1e-4 * (1 + std::abs(want[i]))) << i;
+    }
   }
 }
 
