@@ -2,10 +2,12 @@
 #include "backends/cpu/small_matmul.h"
 
 #include <cstring>
+#include <omp.h>
 #include <optional>
 #include <vector>
 
 #include "backends/cpu/vector_math.h"
+#include "backends/ref/parallel.h"
 #include "backends/matmul_problem.h"
 #include "backends/template_util.h"
 
@@ -140,7 +142,17 @@ class SmallMatmul : public HostKernel {
     const float* b = static_cast<const float*>(operands[1].data);
     float* out = static_cast<float*>(operands[size_t(output_slot_)].data);
     const int64_t m = p_.m, n = p_.n;
-    if (p_.trans_b)
+    if (p_.trans_b && double(p_.flops()) >= kSmallMatmulFlops) {
+      // A row times a large weight, bound by reading the weight: the columns split over OpenMP's
+      // team (oneDNN's), whose cores each stream their part.
+      const int threads = reference::num_threads();
+#pragma omp parallel num_threads(threads)
+      {
+        const int64_t t = omp_get_thread_num(), count = omp_get_num_threads();
+        const int64_t begin = n * t / count, end = n * (t + 1) / count;
+        rows_times_rows(a, p_.lda, b + begin * p_.ldb, p_.ldb, out + begin, m, end - begin, p_.k);
+      }
+    } else if (p_.trans_b)
       rows_times_rows(a, p_.lda, b, p_.ldb, out, m, n, p_.k);
     else
       rows_times_matrix(a, p_.lda, b, p_.ldb, out, m, n, p_.k);
@@ -173,7 +185,7 @@ std::unique_ptr<HostKernel> make_small_matmul(const OpRun& fused, std::span<cons
   std::optional<MatmulProblem> p = decode_matmul(run);
   if (p) fold_batch_into_rows(*p);
   if (!p || p->batch() != 1 || p->trans_a || p->alpha != 1.0 || p->m == 0 || p->n == 0 || p->k == 0 ||
-      p->m > (p->trans_b ? 1 : kSmallMatmulRows) || double(p->flops()) >= kSmallMatmulFlops)
+      p->m > (p->trans_b ? 1 : kSmallMatmulRows) || (!p->trans_b && double(p->flops()) >= kSmallMatmulFlops))
     return nullptr;
   if (p->has_c && !run.inputs[2].row_major()) return nullptr;
   std::vector<Step> steps;

@@ -12,10 +12,11 @@
 
 namespace kiln::cpu {
 
-// The kernel for `run` (a matmul, linear or gemm: f32, one matrix of at most kSmallMatmulRows rows,
-// one row where b is transposed, under kSmallMatmulFlops) with its epilogue, or nullptr where it is not such a matmul or a step
-// of the epilogue is none of: add, sub, mul, div, maximum, minimum with a scalar, a per-column or a
-// full-size row-major operand; relu; neg.
+// The kernel for `run` (a matmul, linear or gemm: f32, one matrix of at most kSmallMatmulRows rows
+// under kSmallMatmulFlops, or one row times a transposed weight of any size, which reading the
+// weight bounds: its columns split over the threads from kSmallMatmulFlops) with its epilogue, or
+// nullptr where it is not such a matmul or a step of the epilogue is none of: add, sub, mul, div,
+// maximum, minimum with a scalar, a per-column or a full-size row-major operand; relu; neg.
 std::unique_ptr<HostKernel> make_small_matmul(const OpRun& run, std::span<const EpilogueStep> epilogue);
 
 inline constexpr int64_t kSmallMatmulRows = 4;

@@ -1,12 +1,13 @@
 // The cpu backend's small matmuls (backends/cpu/small_matmul.h): which ops take kiln's own loops,
 // and what they compute with their epilogues. Oracle: the product and the steps in double, written
-// out here; tolerance |got - want| <= 1e-5 * (1 + |want|) (sums of at most 70 f32 products of
+// out here; tolerance |got - want| <= 1e-5 * (1 + |want|) (sums of at most 1280 f32 products of
 // values below 1 in magnitude, in another order than the double sum). A compiled layer against the
 // ref interpreter: 1e-4 (sums of 32 to 64 products of N(0, 1) values).
 #include <gtest/gtest.h>
 
 #include <cmath>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include <kiln/kiln.h>
@@ -59,18 +60,22 @@ TEST(CpuSmallMatmul, RowsTimesAMatrixWithEveryEpilogueStepMatchTheProductInDoubl
   }
 }
 
+// Small (33 outputs of 70 products: 4 lanes of 16 and a tail of 6) and large, past
+// kSmallMatmulFlops (a classifier's 1000 outputs of 1280, split over the threads).
 TEST(CpuSmallMatmul, ARowTimesATransposedWeightWithBiasMatchesTheDotProducts) {
-  const int64_t k = 70, n = 33;  // 4 lanes of 16 and a tail of 6; 33 outputs
-  std::vector<float> x = values(size_t(k), 5), w = values(size_t(n * k), 6), bias = values(size_t(n), 7);
-  std::vector<float> out(static_cast<size_t>(n));
-  const std::vector<BufferView> ins = {view({1, k}), view({n, k}), view({n})}, outs = {view({1, n})};
-  std::unique_ptr<HostKernel> kernel = make_small_matmul(OpRun{OpKind::Linear, {}, ins, outs}, {});
-  ASSERT_TRUE(kernel);
-  kernel->run({{x.data()}, {w.data()}, {bias.data()}, {out.data()}});
-  for (int64_t j = 0; j < n; ++j) {
-    double want = bias[size_t(j)];
-    for (int64_t kk = 0; kk < k; ++kk) want += double(x[size_t(kk)]) * double(w[size_t(j * k + kk)]);
-    EXPECT_LE(std::abs(out[size_t(j)] - want), 1e-5 * (1 + std::abs(want))) << j;
+  for (auto [k, n] : {std::pair<int64_t, int64_t>{70, 33}, {1280, 1000}}) {
+    SCOPED_TRACE("k=" + std::to_string(k) + " n=" + std::to_string(n));
+    std::vector<float> x = values(size_t(k), 5), w = values(size_t(n * k), 6), bias = values(size_t(n), 7);
+    std::vector<float> out(static_cast<size_t>(n));
+    const std::vector<BufferView> ins = {view({1, k}), view({n, k}), view({n})}, outs = {view({1, n})};
+    std::unique_ptr<HostKernel> kernel = make_small_matmul(OpRun{OpKind::Linear, {}, ins, outs}, {});
+    ASSERT_TRUE(kernel);
+    kernel->run({{x.data()}, {w.data()}, {bias.data()}, {out.data()}});
+    for (int64_t j = 0; j < n; ++j) {
+      double want = bias[size_t(j)];
+      for (int64_t kk = 0; kk < k; ++kk) want += double(x[size_t(kk)]) * double(w[size_t(j * k + kk)]);
+      EXPECT_LE(std::abs(out[size_t(j)] - want), 1e-5 * (1 + std::abs(want))) << j;
+    }
   }
 }
 
