@@ -49,6 +49,37 @@ TEST(Unary, HandValues) {
   EXPECT_TRUE(all_close(values(clip(x, std::nullopt, 0.0)), {-2, -0.5, 0, 0, 0}));
 }
 
+// maximum, minimum and clip select (a branch per element mispredicted on random signs): NaN on
+// either side wins, and the selects agree with std::max/min and a clamp over 40000 elements (two
+// of the thread pool's chunks and a tail), against a scalar (a relu6's bounds) and elementwise.
+TEST(Binary, MaximumMinimumAndClipSelectAndKeepNaN) {
+  const float nan = std::nanf("");
+  const Tensor x = from_vector<float>({nan, 1.0f, -3.0f, nan}, {4}), y = from_vector<float>({2.0f, nan, 4.0f, nan}, {4});
+  const std::vector<double> larger = values(maximum(x, y)), smaller = values(minimum(x, y)), clipped = values(clip(x, 0.0, 6.0));
+  for (size_t i : {0, 1, 3}) {
+    EXPECT_TRUE(std::isnan(larger[i])) << i;
+    EXPECT_TRUE(std::isnan(smaller[i])) << i;
+  }
+  EXPECT_EQ(larger[2], 4.0);
+  EXPECT_EQ(smaller[2], -3.0);
+  EXPECT_TRUE(std::isnan(clipped[0]) && std::isnan(clipped[3]));
+  EXPECT_EQ(clipped[1], 1.0);
+  EXPECT_EQ(clipped[2], 0.0);
+
+  const int64_t n = 40000;
+  const std::vector<float> a = uniform_values(n, 31, -8.0f, 8.0f), b = uniform_values(n, 32, -8.0f, 8.0f);
+  const Tensor ta = from_vector(a, {n}), tb = from_vector(b, {n}), six = from_vector<float>({6.0f}, Dims{});
+  const std::vector<double> max_ab = values(maximum(ta, tb)), min_a6 = values(minimum(ta, six)),
+                            max_0a = values(maximum(from_vector<float>({0.0f}, Dims{}), ta)), relu6 = values(clip(ta, 0.0, 6.0));
+  for (int64_t i = 0; i < n; ++i) {
+    const double u = a[size_t(i)], v = b[size_t(i)];
+    ASSERT_EQ(max_ab[size_t(i)], std::max(u, v)) << i;
+    ASSERT_EQ(min_a6[size_t(i)], std::min(u, 6.0)) << i;
+    ASSERT_EQ(max_0a[size_t(i)], std::max(0.0, u)) << i;
+    ASSERT_EQ(relu6[size_t(i)], std::min(std::max(u, 0.0), 6.0)) << i;
+  }
+}
+
 TEST(Unary, TranscendentalsMatchLibm) {
   std::vector<float> in = uniform_values(257, 1, 0.1f, 3.0f);
   Tensor x = from_vector(in, {257});

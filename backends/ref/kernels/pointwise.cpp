@@ -167,7 +167,12 @@ void map_unary(const KernelContext& ctx, F f) {
   const T* in = ctx.inputs[0].as<T>();
   T* out = ctx.outputs[0].as<T>();
   parallel_for(ctx.inputs[0].numel(), kParallelGrain, [&](int64_t b, int64_t e) {
-    for (int64_t i = b; i < e; ++i) out[i] = T(f(compute_t<T>(in[i])));
+    // Locals the stores cannot alias: read through the closure, f's captures (a clip's bounds)
+    // would be loaded again after every store, and the loop would stay scalar.
+    const F fn = f;
+    const T* __restrict src = in;
+    T* __restrict dst = out;
+    for (int64_t i = b; i < e; ++i) dst[i] = T(fn(compute_t<T>(src[i])));
   });
 }
 
@@ -231,9 +236,9 @@ void unary_kernel(const KernelContext& ctx) {
       }
       case OpKind::Clip: {
         double lo = ctx.attrs.get_float("min"), hi = ctx.attrs.get_float("max");
-        map_unary<T>(ctx, [lo, hi](C v) {
-          if (std::isnan(double(v))) return v;
-          return double(v) < lo ? C(lo) : double(v) > hi ? C(hi) : v;
+        const C low = C(lo), high = C(hi);
+        map_unary<T>(ctx, [lo, hi, low, high](C v) {  // NaN fails both tests and stays; selects vectorize
+          return double(v) < lo ? low : double(v) > hi ? high : v;
         });
         break;
       }
@@ -309,16 +314,20 @@ void binary_kernel(const KernelContext& ctx) {
           else return int_pow(x, y);
         });
         break;
+      // NaN wins. Selects only, which vectorize: an arithmetic NaN (x + y) may not be computed
+      // ahead of its test (-ftrapping-math), so it kept a branch per element and the loop scalar.
       case OpKind::Maximum:
         map_binary<T, T>(ctx, a.data, b.data, [](C x, C y) {
-          if constexpr (is_float) if (std::isnan(x) || std::isnan(y)) return x + y;  // NaN wins
-          return x > y ? x : y;
+          const C larger = x > y ? x : y;
+          if constexpr (is_float) return x != x ? x : (y != y ? y : larger);
+          else return larger;
         });
         break;
       case OpKind::Minimum:
         map_binary<T, T>(ctx, a.data, b.data, [](C x, C y) {
-          if constexpr (is_float) if (std::isnan(x) || std::isnan(y)) return x + y;
-          return x < y ? x : y;
+          const C smaller = x < y ? x : y;
+          if constexpr (is_float) return x != x ? x : (y != y ? y : smaller);
+          else return smaller;
         });
         break;
       case OpKind::Mod: {
