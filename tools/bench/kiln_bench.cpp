@@ -264,13 +264,15 @@ void bench_elementwise(const Args& args) {
       std::printf("%-30s %10.2f GB/s  (%.2f x triad)  %.1f ms\n", (row + " on " + name).c_str(), rate, rate / triad,
                   seconds * 1e3);
     };
-    // Transcendentals into a fresh output, counted as one read and one write per element (softmax and
-    // layer norm pass over their rows more than once).
+    // Transcendentals and selects into a fresh output, counted as one read and one write per element
+    // (softmax and layer norm pass over their rows more than once).
     const std::pair<const char*, Tensor (*)(const Tensor&)> unary[] = {
         {"exp", [](const Tensor& x) { return exp(x); }},
         {"sigmoid", [](const Tensor& x) { return sigmoid(x); }},
         {"tanh", [](const Tensor& x) { return tanh(x); }},
         {"gelu", [](const Tensor& x) { return gelu(x); }},
+        {"clip to [0, 6] (relu6)", [](const Tensor& x) { return clip(x, 0.0, 6.0); }},
+        {"maximum with a scalar", [](const Tensor& x) { return maximum(x, 0.0); }},
         {"softmax (rows of 1024)", [](const Tensor& x) { return softmax(reshape(x, {-1, 1024}), -1); }},
         {"layer_norm (rows of 1024)", [](const Tensor& x) { return layer_norm(reshape(x, {-1, 1024}), {1024}); }},
         {"batch_norm (64 channels)",
