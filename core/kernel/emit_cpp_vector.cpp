@@ -10,7 +10,9 @@ namespace kiln::kernel {
 
 namespace {
 
-constexpr int kLanes = 16;   // floats per vector: one AVX-512 register, two AVX2 ones, four NEON ones
+// Floats per vector: the prelude's KILN_LANES, one register's worth where the compiler targets
+// AVX-512 (16), else 8 (one AVX2 register, two NEON ones).
+const char* const kLanes = "KILN_LANES";
 constexpr int kVectors = 8;  // vectors per step, each statement applied to all of them in turn
 constexpr int kMaxNodes = 256;  // larger kernels keep the scalar loop alone (compile time, registers)
 
@@ -81,7 +83,7 @@ class BlockPrinter {
   // Loop-invariant values (a load of one element for all) come out in `hoisted_`, the rest in
   // `body_`; a name ending in [l] is one of kVectors vectors.
   void stores() {
-    const std::string lanes = std::to_string(kLanes);
+    const std::string lanes = kLanes;
     for (const Store& s : k_.stores) {
       const std::vector<int> origins = collect_origins(s.value);
       const std::string v = value(s.value, origins);
@@ -134,7 +136,7 @@ class BlockPrinter {
       const std::string n = std::to_string(next_++);
       name = "w" + n + "[l]";
       body_.push_back({declare("w" + n) + each_vector() + "std::memcpy(&" + name + ", b" + std::to_string(e->index) +
-                           " + begin + " + std::to_string(kLanes) + " * l, sizeof(kiln_vf));",
+                           " + begin + " + std::string(kLanes) + " * l, sizeof(kiln_vf));",
                        origins});
     } else {
       std::vector<std::string> args;
@@ -166,7 +168,7 @@ std::vector<CppVectorLine> cpp_vector_block(const Kernel& k, const std::function
   BlockPrinter printer(k, param);
   printer.stores();
   const std::vector<int> all = k.origins();
-  const std::string step = std::to_string(kLanes * kVectors);
+  const std::string step = std::string(kLanes) + " * " + std::to_string(kVectors);
   std::vector<CppVectorLine> lines = {
       {"#if KILN_VECTOR_BLOCKS", all},
       {"  {", all},
@@ -180,6 +182,10 @@ std::vector<CppVectorLine> cpp_vector_block(const Kernel& k, const std::function
   return lines;
 }
 
+// Vectors of one register: 16 floats where the compiler targets AVX-512, else 8 (AVX2). GCC passes
+// a vector wider than the ISA's registers through memory, which made 16-float blocks slower than
+// the scalar loop on an AVX2 machine, and 8-float ones on the x86-64 baseline (SSE2): blocks are
+// built for AVX2 and AVX-512 only, where they were measured; other targets keep the scalar loop.
 // The block's functions, inline, so that its eight chains overlap (glibc's vector exp is a call,
 // across which the compiler reloads every constant and the block's vectors wait). Each is within
 // 1 ulp of the correctly rounded result (tests/backends/cpu_vector_blocks_test.cpp: every 4099th
@@ -194,10 +200,15 @@ std::vector<CppVectorLine> cpp_vector_block(const Kernel& k, const std::function
 // - tanh: Cephes' tanhf, an odd polynomial below |x| = 0.625, else 1 - 2 / (exp(2|x|) + 1) with
 //   x's sign.
 const char* prelude_cpp_vector() {
-  return R"(#if defined(__GNUC__) && !defined(__clang__)
+  return R"(#if defined(__GNUC__) && !defined(__clang__) && defined(__AVX2__)
 #define KILN_VECTOR_BLOCKS 1
-typedef float kiln_vf __attribute__((vector_size(64)));
-typedef int kiln_vi __attribute__((vector_size(64)));
+#if defined(__AVX512F__)
+#define KILN_LANES 16
+#else
+#define KILN_LANES 8
+#endif
+typedef float kiln_vf __attribute__((vector_size(KILN_LANES * 4)));
+typedef int kiln_vi __attribute__((vector_size(KILN_LANES * 4)));
 #if defined(__AVX512F__)
 #include <immintrin.h>
 static inline kiln_vf kiln_greater(kiln_vf a, kiln_vf b) { return (kiln_vf)_mm512_max_ps((__m512)a, (__m512)b); }
@@ -229,7 +240,7 @@ static inline kiln_vf exp(kiln_vf x) {
 static inline kiln_vf abs(kiln_vf x) { return (kiln_vf)((kiln_vi)x & 0x7fffffff); }
 static inline kiln_vf sqrt(kiln_vf x) {
   kiln_vf r;
-  for (int i = 0; i < 16; ++i) r[i] = __builtin_sqrtf(x[i]);
+  for (int i = 0; i < KILN_LANES; ++i) r[i] = __builtin_sqrtf(x[i]);
   return r;
 }
 static inline kiln_vf kiln_tanh(kiln_vf x) {
