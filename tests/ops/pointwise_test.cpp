@@ -49,10 +49,11 @@ TEST(Unary, HandValues) {
   EXPECT_TRUE(all_close(values(clip(x, std::nullopt, 0.0)), {-2, -0.5, 0, 0, 0}));
 }
 
-// maximum, minimum and clip select (a branch per element mispredicted on random signs): NaN on
-// either side wins, and the selects agree with std::max/min and a clamp over 40000 elements (two
-// of the thread pool's chunks and a tail), against a scalar (a relu6's bounds) and elementwise.
-TEST(Binary, MaximumMinimumAndClipSelectAndKeepNaN) {
+// maximum, minimum, clip and leaky_relu select (a branch per element mispredicted on random
+// signs): NaN on either side wins, and the selects agree with std::max/min, a clamp and alpha * x
+// over 40000 elements (two of the thread pool's chunks and a tail), against a scalar (a relu6's
+// bounds) and elementwise.
+TEST(Binary, MaximumMinimumClipAndLeakyReluSelectAndKeepNaN) {
   const float nan = std::nanf("");
   const Tensor x = from_vector<float>({nan, 1.0f, -3.0f, nan}, {4}), y = from_vector<float>({2.0f, nan, 4.0f, nan}, {4});
   const std::vector<double> larger = values(maximum(x, y)), smaller = values(minimum(x, y)), clipped = values(clip(x, 0.0, 6.0));
@@ -70,13 +71,15 @@ TEST(Binary, MaximumMinimumAndClipSelectAndKeepNaN) {
   const std::vector<float> a = uniform_values(n, 31, -8.0f, 8.0f), b = uniform_values(n, 32, -8.0f, 8.0f);
   const Tensor ta = from_vector(a, {n}), tb = from_vector(b, {n}), six = from_vector<float>({6.0f}, Dims{});
   const std::vector<double> max_ab = values(maximum(ta, tb)), min_a6 = values(minimum(ta, six)),
-                            max_0a = values(maximum(from_vector<float>({0.0f}, Dims{}), ta)), relu6 = values(clip(ta, 0.0, 6.0));
+                            max_0a = values(maximum(from_vector<float>({0.0f}, Dims{}), ta)), relu6 = values(clip(ta, 0.0, 6.0)),
+                            leaky = values(leaky_relu(ta, 0.1));
   for (int64_t i = 0; i < n; ++i) {
     const double u = a[size_t(i)], v = b[size_t(i)];
     ASSERT_EQ(max_ab[size_t(i)], std::max(u, v)) << i;
     ASSERT_EQ(min_a6[size_t(i)], std::min(u, 6.0)) << i;
     ASSERT_EQ(max_0a[size_t(i)], std::max(0.0, u)) << i;
     ASSERT_EQ(relu6[size_t(i)], std::min(std::max(u, 0.0), 6.0)) << i;
+    ASSERT_EQ(leaky[size_t(i)], u >= 0 ? u : double(0.1f * a[size_t(i)])) << i;
   }
 }
 

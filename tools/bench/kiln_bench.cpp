@@ -273,6 +273,7 @@ void bench_elementwise(const Args& args) {
         {"gelu", [](const Tensor& x) { return gelu(x); }},
         {"clip to [0, 6] (relu6)", [](const Tensor& x) { return clip(x, 0.0, 6.0); }},
         {"maximum with a scalar", [](const Tensor& x) { return maximum(x, 0.0); }},
+        {"leaky_relu", [](const Tensor& x) { return leaky_relu(x, 0.1); }},
         {"softmax (rows of 1024)", [](const Tensor& x) { return softmax(reshape(x, {-1, 1024}), -1); }},
         {"layer_norm (rows of 1024)", [](const Tensor& x) { return layer_norm(reshape(x, {-1, 1024}), {1024}); }},
         {"batch_norm (64 channels)",
