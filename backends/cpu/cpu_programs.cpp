@@ -1,7 +1,6 @@
 // Generated kernels in batched translation units, host ops, and the cpu stream.
 #include "backends/cpu/cpu_programs.h"
 
-#include <omp.h>
 
 #include <algorithm>
 #include <chrono>
@@ -19,24 +18,6 @@
 #include "core/support/error.h"
 
 namespace kiln::cpu {
-namespace {
-
-// Generated kernels split their range over the OpenMP team oneDNN runs on, so the two never
-// compete for cores (a second pool's threads would wait while OpenMP's spin).
-void parallel_range(int64_t n, const std::function<void(int64_t, int64_t)>& fn) {
-  const int threads = int(std::min<int64_t>(reference::num_threads(), n / reference::kParallelGrain));
-  if (threads <= 1) {
-    if (n > 0) fn(0, n);
-    return;
-  }
-#pragma omp parallel num_threads(threads)
-  {
-    const int64_t t = omp_get_thread_num(), count = omp_get_num_threads();
-    fn(n * t / count, n * (t + 1) / count);
-  }
-}
-
-}  // namespace
 
 GeneratedProgram::GeneratedProgram(KernelBatcher& batcher, std::string name, std::string source)
     : batcher_(batcher), name_(std::move(name)), source_(std::move(source)) {
@@ -255,7 +236,9 @@ void CpuStream::run(const Launch& launch) {
     KernelFn fn = generated->function();
     const int* params = reinterpret_cast<const int*>(launch.push_constants.data());
     const int64_t n = int64_t(launch.groups[0]) * launch.groups[1] * launch.groups[2];
-    parallel_range(n, [&](int64_t b, int64_t e) { fn(pointers.data(), params, long(b), long(e)); });
+    // On OpenMP's team, the one oneDNN runs on (reference::parallel_for), so the two never compete.
+    reference::parallel_for(n, reference::kParallelGrain,
+                            [&](int64_t b, int64_t e) { fn(pointers.data(), params, long(b), long(e)); });
     if (timing_) name = generated->name();
   } else if (auto* host = dynamic_cast<const HostOpProgram*>(launch.program)) {
     host->run(launch.buffers, launch.offsets);

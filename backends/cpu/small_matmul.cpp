@@ -2,7 +2,6 @@
 #include "backends/cpu/small_matmul.h"
 
 #include <cstring>
-#include <omp.h>
 #include <optional>
 #include <vector>
 
@@ -142,20 +141,16 @@ class SmallMatmul : public HostKernel {
     const float* b = static_cast<const float*>(operands[1].data);
     float* out = static_cast<float*>(operands[size_t(output_slot_)].data);
     const int64_t m = p_.m, n = p_.n;
-    if (p_.trans_b && double(p_.flops()) >= kSmallMatmulFlops) {
-      // A row times a large weight, bound by reading the weight: the columns split over OpenMP's
-      // team (oneDNN's), whose cores each stream their part.
-      const int threads = reference::num_threads();
-#pragma omp parallel num_threads(threads)
-      {
-        const int64_t t = omp_get_thread_num(), count = omp_get_num_threads();
-        const int64_t begin = n * t / count, end = n * (t + 1) / count;
+    if (p_.trans_b) {
+      // One row (m = 1) times a weight: past kSmallMatmulFlops, bound by reading the weight, its
+      // columns split over the threads, whose cores each stream their part.
+      const int64_t columns_per_part = double(p_.flops()) >= kSmallMatmulFlops ? 64 : n;
+      reference::parallel_for(n, columns_per_part, [&](int64_t begin, int64_t end) {
         rows_times_rows(a, p_.lda, b + begin * p_.ldb, p_.ldb, out + begin, m, end - begin, p_.k);
-      }
-    } else if (p_.trans_b)
-      rows_times_rows(a, p_.lda, b, p_.ldb, out, m, n, p_.k);
-    else
+      });
+    } else {
       rows_times_matrix(a, p_.lda, b, p_.ldb, out, m, n, p_.k);
+    }
     if (p_.has_c) {  // + beta * C[i * c_row + j * c_col]
       const float* c = static_cast<const float*>(operands[2].data);
       const float beta = float(p_.beta);
